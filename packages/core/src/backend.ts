@@ -1,0 +1,130 @@
+import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
+import type { ResolvedOptions } from './options.js';
+import type { CacheState } from './registry.js';
+import { reportBackendError } from './stats.js';
+
+/** True for a promise or any thenable. */
+export function isThenable<T>(value: unknown): value is PromiseLike<T> {
+  return typeof value === 'object' && value !== null && typeof (value as PromiseLike<T>).then === 'function';
+}
+
+/** Reads `key`; a throwing or rejecting backend is a miss and a counted backend error. */
+export function readEntry(
+  state: CacheState,
+  key: string,
+): CacheEntry | undefined | Promise<CacheEntry | undefined> {
+  let read: ReturnType<CacheState['cache']['get']>;
+  try {
+    read = state.cache.get(key);
+  } catch (error) {
+    reportBackendError(state.name, 'get', key, error);
+    return undefined;
+  }
+  if (read === undefined || !isThenable(read)) return read;
+  return Promise.resolve(read).then(undefined, (error: unknown) => {
+    reportBackendError(state.name, 'get', key, error);
+    return undefined;
+  });
+}
+
+/** Reads `key` and always answers with a promise. */
+export async function readEntryAsync(state: CacheState, key: string): Promise<CacheEntry | undefined> {
+  return readEntry(state, key);
+}
+
+/** The entry a fill that started at `createdAt` writes for `value` under `options`. */
+export function entryFor(
+  value: unknown,
+  createdAt: number,
+  options: Pick<ResolvedOptions, 'ttl' | 'grace'>,
+): CacheEntry {
+  const { ttl, grace } = options;
+  if (ttl === undefined) {
+    return { value, createdAt, freshUntil: Number.POSITIVE_INFINITY, staleUntil: Number.POSITIVE_INFINITY };
+  }
+  const freshUntil = Date.now() + ttl;
+  return { value, createdAt, freshUntil, staleUntil: freshUntil + grace };
+}
+
+/** The backend's physical TTL for `options`: ttl + grace, or none. */
+export function physicalTtl(options: Pick<ResolvedOptions, 'ttl' | 'grace'>): number | undefined {
+  return options.ttl === undefined ? undefined : options.ttl + options.grace;
+}
+
+/**
+ * Writes an entry. A failing write is a counted backend error, never a failed call. Returns
+ * `undefined` when the write finished synchronously, else a promise that never rejects.
+ */
+export function writeEntry(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry,
+  ttl: number | undefined,
+): Promise<void> | undefined {
+  try {
+    const written = state.cache.set(key, entry, { ttl });
+    if (isThenable(written)) {
+      return Promise.resolve(written).then(undefined, (error: unknown) => {
+        reportBackendError(state.name, 'set', key, error);
+      });
+    }
+  } catch (error) {
+    reportBackendError(state.name, 'set', key, error);
+  }
+  return undefined;
+}
+
+/** Tries the fill lock; a fault is reported and answered as `'error'` (the caller fills locally). */
+export async function tryLock(
+  state: CacheState,
+  key: string,
+  ttl: number,
+): Promise<FillLock | undefined | 'error'> {
+  try {
+    // biome-ignore lint/style/noNonNullAssertion: only called for caches that have the capability
+    return (await state.cache.tryAcquireFillLock!(key, ttl)) ?? undefined;
+  } catch (error) {
+    reportBackendError(state.name, 'lock', key, error);
+    return 'error';
+  }
+}
+
+/** Releases a lock; a fault is reported, never thrown (the lock lapses after its TTL anyway). */
+export async function releaseLock(
+  state: CacheState,
+  key: string,
+  lock: FillLock,
+  outcome: FillOutcome,
+): Promise<void> {
+  try {
+    await lock.release(outcome);
+  } catch (error) {
+    reportBackendError(state.name, 'release', key, error);
+  }
+}
+
+/** Extends `lock` every `ttl / 3` ms until the returned function is called. */
+export function keepLockAlive(state: CacheState, key: string, lock: FillLock, ttl: number): () => void {
+  const extend = lock.extend;
+  if (extend === undefined) return () => {};
+  let stopped = false;
+  const timer = setInterval(
+    () => {
+      if (stopped) return;
+      Promise.resolve()
+        .then(() => extend.call(lock, ttl))
+        .then(
+          (held) => {
+            if (held === false) stopped = true;
+          },
+          (error: unknown) => reportBackendError(state.name, 'extend', key, error),
+        );
+    },
+    Math.max(1, Math.floor(ttl / 3)),
+  );
+  (timer as { unref?: () => void }).unref?.();
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
+}

@@ -1,0 +1,55 @@
+/** Process-wide settings. */
+export interface StampedeConfig {
+  /**
+   * How many stale-while-revalidate refreshes may run at once in this process, across all keys and
+   * caches. A stale read that finds the cap reached serves the stale value and retries the refresh on
+   * its next stale read.
+   * @default 64
+   */
+  maxBackgroundRefreshes?: number;
+}
+
+let maxBackgroundRefreshes = 64;
+let active = 0;
+
+/**
+ * Changes process-wide settings.
+ *
+ * @throws RangeError when `maxBackgroundRefreshes` is not a non-negative integer
+ * @example
+ * configure({ maxBackgroundRefreshes: 16 })
+ */
+export function configure(config: StampedeConfig): void {
+  if (typeof config !== 'object' || config === null) throw new TypeError('config must be an object');
+  const max = config.maxBackgroundRefreshes;
+  if (max !== undefined) {
+    if (!Number.isInteger(max) || max < 0) {
+      throw new RangeError(
+        `config.maxBackgroundRefreshes must be a non-negative integer; got ${String(max)}`,
+      );
+    }
+    maxBackgroundRefreshes = max;
+  }
+}
+
+/** The settings in force. */
+export function getConfig(): Required<StampedeConfig> {
+  return { maxBackgroundRefreshes };
+}
+
+/** Takes a background-refresh slot; false when the cap is reached. */
+export function takeRefreshSlot(): boolean {
+  if (active >= maxBackgroundRefreshes) return false;
+  active++;
+  return true;
+}
+
+/** Gives a slot back when a refresh settles. */
+export function releaseRefreshSlot(): void {
+  active--;
+}
+
+/** How many background refreshes are running now. */
+export function activeBackgroundRefreshes(): number {
+  return active;
+}

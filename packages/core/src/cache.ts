@@ -1,0 +1,75 @@
+/** A value or a promise of it: adapters answer synchronously when they can. */
+export type MaybePromise<T> = T | PromiseLike<T>;
+
+/**
+ * What a {@link Cache} stores for one key: the value and the times that decide its freshness.
+ * Freshness lives here, not in the backend's expiry, so correctness never depends on the backend
+ * evicting on time. All times are milliseconds since the epoch.
+ */
+export interface CacheEntry<T = unknown> {
+  /** The cached value (anything but `undefined`; `null` is a value). */
+  readonly value: T;
+  /** When the fill that produced this value started: a write never replaces a newer entry. */
+  readonly createdAt: number;
+  /** Fresh while `now < freshUntil`; `Infinity` means fresh forever. */
+  readonly freshUntil: number;
+  /** May be served stale (with stale-while-revalidate) while `now < staleUntil`; `>= freshUntil`. */
+  readonly staleUntil: number;
+}
+
+/** Options for {@link Cache.set}. */
+export interface CacheSetOptions {
+  /**
+   * Physical time to live in milliseconds (the backend may drop the entry after it): `ttl + grace`.
+   * `undefined` keeps the entry until it is deleted or evicted.
+   */
+  readonly ttl: number | undefined;
+}
+
+/** How a fill under a distributed lock ended, told to the lock on release. */
+export type FillOutcome = 'filled' | 'failed';
+
+/** A held distributed fill lock. */
+export interface FillLock {
+  /**
+   * Releases the lock if this holder still owns it (compare-and-delete on a random token) and,
+   * where the cache supports push wake-up, tells the waiting replicas how the fill ended.
+   */
+  release(outcome: FillOutcome): MaybePromise<void>;
+  /**
+   * Pushes the lock's expiry to `ttl` ms from now while a long fill still runs; resolves `false` when
+   * the lock is no longer this holder's. Optional: without it a fill longer than `lockTtl` may admit a
+   * second filler.
+   */
+  extend?(ttl: number): MaybePromise<boolean>;
+}
+
+/**
+ * The contract every stampede adapter implements. Required: read, write with a physical TTL, delete.
+ * Optional capabilities: a distributed fill lock and push notification of fills done elsewhere.
+ *
+ * Adapters may answer synchronously (the memory adapter does, so hits never touch a promise chain)
+ * or with a promise. They should bound remote calls in time and throw (or reject) on faults: the
+ * core turns a failed read into a miss and a failed write into an event, never into a failed call.
+ */
+export interface Cache {
+  /** A name for stats, events and metric labels (never a key). @default 'default' */
+  readonly name?: string;
+  /** The entry for `key`, or `undefined`. An entry that cannot be decoded is `undefined`. */
+  get(key: string): MaybePromise<CacheEntry | undefined>;
+  /** Stores `entry` unless a newer one (larger `createdAt`) is already there. */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): MaybePromise<void>;
+  /** Removes `key`; an in-flight fill that started earlier must not bring it back. */
+  delete(key: string): MaybePromise<void>;
+  /**
+   * Tries to take the fill lock for `key` for `ttl` ms. Resolves the lock, or `undefined` when
+   * another holder has it. Optional: without it `distributedFillLock` falls back to in-process
+   * protection with a one-time warning.
+   */
+  tryAcquireFillLock?(key: string, ttl: number): MaybePromise<FillLock | undefined>;
+  /**
+   * Calls `listener` when a fill of `key` under the lock ends on any replica (push wake-up). Returns
+   * the function that stops listening. Optional: waiters poll without it.
+   */
+  onFillDone?(key: string, listener: (outcome: FillOutcome) => void): () => void;
+}

@@ -1,0 +1,62 @@
+/** How a fill failed, as seen by one caller. */
+export type CacheFillErrorKind = 'fill' | 'fill_failed' | 'timeout';
+
+/** The stable `code` every {@link CacheFillError} carries, for checks across package copies. */
+export const CACHE_FILL_ERROR_CODE = 'E_STAMPEDE_CACHE_FILL';
+
+/**
+ * The error a `getOrCompute` caller gets when the value could not be computed.
+ *
+ * - `kind: 'fill'`: this caller ran the fill and it threw; `cause` and {@link CacheFillError.intoFill}
+ *   give the fill's own error.
+ * - `kind: 'fill_failed'`: this caller coalesced onto another caller's fill, which threw; `message`
+ *   carries that error's message and `intoFill()` is `undefined` (the original error belongs to the
+ *   caller that ran the fill). Do not assume `intoFill()` is always defined.
+ * - `kind: 'timeout'`: the fill did not settle within `fillTimeout`; every caller of it gets this.
+ *
+ * Use {@link isCacheFillError} rather than `instanceof` when more than one copy of
+ * `@stampede/core` may be installed.
+ */
+export class CacheFillError extends Error {
+  /** Always `'CacheFillError'`. */
+  override readonly name = 'CacheFillError';
+  /** Always {@link CACHE_FILL_ERROR_CODE}. */
+  readonly code = CACHE_FILL_ERROR_CODE;
+  /** How the fill failed for this caller. */
+  readonly kind: CacheFillErrorKind;
+  /** The cache key whose fill failed. */
+  readonly key: string;
+
+  constructor(kind: CacheFillErrorKind, key: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.kind = kind;
+    this.key = key;
+  }
+
+  /** The fill's own error for kind `'fill'`; `undefined` for `'fill_failed'` and `'timeout'`. */
+  intoFill(): unknown | undefined {
+    return this.kind === 'fill' ? this.cause : undefined;
+  }
+}
+
+/**
+ * True when `error` is a {@link CacheFillError}, from this copy of `@stampede/core` or any other
+ * (it checks `name` and `code`, not only `instanceof`).
+ */
+export function isCacheFillError(error: unknown): error is CacheFillError {
+  if (error instanceof CacheFillError) return true;
+  if (typeof error !== 'object' || error === null) return false;
+  const candidate = error as { name?: unknown; code?: unknown };
+  return candidate.name === 'CacheFillError' && candidate.code === CACHE_FILL_ERROR_CODE;
+}
+
+/** The message of whatever a fill threw, for coalesced callers. */
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (typeof error === 'string') return error;
+  try {
+    return String(error);
+  } catch {
+    return 'fill failed';
+  }
+}

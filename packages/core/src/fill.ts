@@ -1,0 +1,185 @@
+import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writeEntry } from './backend.js';
+import { releaseRefreshSlot } from './background.js';
+import type { FillLock } from './cache.js';
+import { emit, hasListeners } from './events.js';
+import { Flight } from './flight.js';
+import { acquireOrWait } from './lock-wait.js';
+import type { FillContext, ResolvedOptions } from './options.js';
+import type { CacheState } from './registry.js';
+
+/** A fill function as the core calls it. */
+export type FillFn = (context: FillContext<unknown>) => unknown;
+
+/** Removes `flight` from the registry if it is still the one registered for its key. */
+export function detach(state: CacheState, flight: Flight): void {
+  if (state.flights.get(flight.key) === flight) state.flights.delete(flight.key);
+}
+
+function fillEvent(
+  state: CacheState,
+  flight: Flight,
+  startedAt: number,
+  outcome: 'ok' | 'error' | 'timeout',
+): void {
+  if (hasListeners()) {
+    emit({
+      type: 'fill',
+      cache: state.name,
+      key: flight.key,
+      durationMs: Date.now() - startedAt,
+      outcome,
+      background: flight.background,
+    });
+  }
+}
+
+/** Registers a new flight for `key`, with its timeout and abandonment handling. */
+export function startFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  background: boolean,
+): Flight {
+  const flight = new Flight(key, background, Date.now());
+  state.flights.set(key, flight);
+  if (background) flight.onSettle = releaseRefreshSlot;
+  flight.onAbandon = (reason) => {
+    // Every caller left: nobody wants the value, so stop the fill and let the next caller start afresh.
+    detach(state, flight);
+    flight.settle({ ok: false, kind: 'abandoned', error: reason });
+    flight.controller.abort(reason);
+  };
+  const limit = options.fillTimeout;
+  if (limit !== undefined) {
+    flight.timer = setTimeout(() => {
+      const error = new Error(`fill of '${key}' did not settle within ${limit}ms (fillTimeout)`);
+      error.name = 'TimeoutError';
+      detach(state, flight);
+      if (!flight.settle({ ok: false, kind: 'timeout', error })) return;
+      state.counters.fillTimeouts++;
+      if (background) state.counters.backgroundRefreshFailures++;
+      fillEvent(state, flight, flight.startedAt, 'timeout');
+      flight.controller.abort(error);
+    }, limit);
+  }
+  return flight;
+}
+
+/**
+ * Delivers a value to the flight's callers and writes it (unless it came from another replica, is
+ * `undefined`, or the key was invalidated meanwhile). After a synchronous write the flight leaves
+ * the registry before its callers hear; after an asynchronous one it stays, settled, until the write
+ * lands, so a caller arriving in between gets the value instead of starting a second fill.
+ */
+function deliver(
+  state: CacheState,
+  flight: Flight,
+  value: unknown,
+  write: boolean,
+  options: ResolvedOptions,
+): Promise<void> | undefined {
+  if (flight.result !== undefined) return undefined;
+  const pending =
+    write && value !== undefined && !flight.invalidated
+      ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options), physicalTtl(options))
+      : undefined;
+  if (pending === undefined) {
+    detach(state, flight);
+    flight.settle({ ok: true, value });
+    return undefined;
+  }
+  flight.settle({ ok: true, value });
+  return pending.then(() => detach(state, flight));
+}
+
+/**
+ * Runs one flight to its end: the lock protocol when asked for, then the fill, the write and the
+ * lock's release. Never rejects. Without the lock the fill function is called synchronously.
+ */
+export async function execute(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  fill: FillFn,
+  stale: unknown,
+): Promise<void> {
+  const { cache, counters } = state;
+  const key = flight.key;
+  let lock: FillLock | undefined;
+  if (options.lock) {
+    if (cache.tryAcquireFillLock === undefined) {
+      warnNoLock(state);
+    } else {
+      const got = await acquireOrWait(state, key, options, flight.controller.signal);
+      if (got.kind === 'aborted') return;
+      if (got.kind === 'value') {
+        deliver(state, flight, got.entry.value, false, options);
+        return;
+      }
+      if (got.kind === 'lock') {
+        lock = got.lock;
+        if (flight.result !== undefined) {
+          await releaseLock(state, key, lock, 'failed');
+          return;
+        }
+        // Double-check: another replica may have filled between our miss and our lock.
+        const entry = await readEntryAsync(state, key);
+        if (entry !== undefined && Date.now() < entry.freshUntil) {
+          deliver(state, flight, entry.value, false, options);
+          await releaseLock(state, key, lock, 'filled');
+          return;
+        }
+      }
+      if (flight.result !== undefined) return;
+    }
+  }
+  const stopExtending = lock === undefined ? undefined : keepLockAlive(state, key, lock, options.lockTtl);
+  const context: FillContext<unknown> = {
+    key,
+    signal: flight.controller.signal,
+    stale,
+    background: flight.background,
+  };
+  counters.fills++;
+  const startedAt = Date.now();
+  let value: unknown;
+  try {
+    let pending: unknown;
+    try {
+      pending = fill(context);
+    } catch (error) {
+      // A synchronous throw settles a microtask later, like a rejection, so callers arriving in the
+      // same tick coalesce onto it either way.
+      pending = Promise.reject(error);
+    }
+    value = await pending;
+  } catch (error) {
+    stopExtending?.();
+    if (flight.result === undefined) {
+      counters.fillFailures++;
+      if (flight.background) counters.backgroundRefreshFailures++;
+      fillEvent(state, flight, startedAt, 'error');
+      // The in-flight entry goes before the callers hear, so the next call retries from scratch.
+      detach(state, flight);
+      flight.settle({ ok: false, kind: 'fill', error });
+    }
+    if (lock !== undefined) await releaseLock(state, key, lock, 'failed');
+    return;
+  }
+  stopExtending?.();
+  const settledBefore = flight.result !== undefined;
+  if (!settledBefore) fillEvent(state, flight, startedAt, 'ok');
+  const pending = deliver(state, flight, value, true, options);
+  if (pending !== undefined) await pending;
+  if (lock !== undefined) await releaseLock(state, key, lock, settledBefore ? 'failed' : 'filled');
+}
+
+function warnNoLock(state: CacheState): void {
+  if (state.warnedNoLock) return;
+  state.warnedNoLock = true;
+  const message =
+    `stampede: distributedFillLock was asked of cache '${state.name}', which has no tryAcquireFillLock; ` +
+    'protection is in-process only (one fill per process, not per fleet).';
+  console.warn(message);
+  if (hasListeners()) emit({ type: 'warning', cache: state.name, message });
+}

@@ -1,0 +1,182 @@
+import { isThenable, readEntry } from './backend.js';
+import { takeRefreshSlot } from './background.js';
+import type { Cache, CacheEntry } from './cache.js';
+import { coarseNow } from './clock.js';
+import { type Duration, toMilliseconds } from './duration.js';
+import { emit, hasListeners } from './events.js';
+import { execute, type FillFn, startFlight } from './fill.js';
+import {
+  type FillContext,
+  type GetOrComputeOptions,
+  type ResolvedOptions,
+  resolveOptions,
+  ttlOnly,
+} from './options.js';
+import { type CacheState, stateOf } from './registry.js';
+
+/** Checks the arguments every entry point shares; throws TypeError naming the argument. */
+export function checkKey(key: unknown): asserts key is string {
+  if (typeof key !== 'string')
+    throw new TypeError(`key must be a string; got ${key === null ? 'null' : typeof key}`);
+  if (key.length === 0) throw new TypeError('key must be a non-empty string');
+}
+
+function checkFill(fill: unknown): asserts fill is FillFn {
+  if (typeof fill !== 'function') throw new TypeError(`fill must be a function; got ${typeof fill}`);
+}
+
+/**
+ * Read-through with single-flight: returns the cached value for `key` if fresh, otherwise runs
+ * `fill` once for every concurrent caller of this key on this cache in this process, caches its
+ * result for `ttl` and gives it to all of them.
+ *
+ * A fill that throws rejects with {@link CacheFillError} (kind `'fill'` for the caller that ran it,
+ * `'fill_failed'` for callers that coalesced onto it) and caches nothing. `undefined` from a fill is
+ * returned but not cached; `null` is cached.
+ *
+ * @param cache - any {@link Cache} (`createMemoryCache`, `createRedisCache`, ...)
+ * @param key - a non-empty string
+ * @param ttl - how long the value is fresh; `undefined` never expires
+ * @param fill - computes the value on a miss
+ * @example
+ * const count = await getOrCompute(cache, 'bookmark_count', '30s', () => countBookmarksInDb());
+ */
+export function getOrCompute<T>(
+  cache: Cache,
+  key: string,
+  ttl: Duration | undefined,
+  fill: () => T | Promise<T>,
+): Promise<T> {
+  let state: CacheState;
+  let ttlMs: number | undefined;
+  try {
+    checkKey(key);
+    checkFill(fill);
+    ttlMs = ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl');
+    state = stateOf(cache);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  if (state.flights.size !== 0) {
+    const flight = state.flights.get(key);
+    if (flight !== undefined && !flight.background) return coalesce(state, key, ttlOnly(ttlMs)) as Promise<T>;
+  }
+  const read = readEntry(state, key);
+  if (read === undefined || !isThenable(read)) {
+    if (
+      read !== undefined &&
+      (read.freshUntil === Number.POSITIVE_INFINITY || coarseNow() < read.freshUntil)
+    ) {
+      state.counters.hits++;
+      return Promise.resolve(read.value as T);
+    }
+    return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
+  }
+  return read.then((entry) => afterRead(state, key, entry, ttlOnly(ttlMs), fill as FillFn)) as Promise<T>;
+}
+
+/**
+ * {@link getOrCompute} with every option: stale-while-revalidate, the distributed fill lock, abort
+ * signals and a fill timeout. The fill receives a {@link FillContext} (key, signal, last value); it
+ * may run in the background after the caller has its (stale) answer.
+ *
+ * @example
+ * const count = await getOrComputeWith(cache, 'bookmark_count',
+ *   { ttl: '30s', staleWhileRevalidate: '5m', distributedFillLock: true },
+ *   ({ signal }) => countBookmarksInDb({ signal }));
+ */
+export function getOrComputeWith<T>(
+  cache: Cache,
+  key: string,
+  options: GetOrComputeOptions,
+  fill: (context: FillContext<T>) => T | Promise<T>,
+): Promise<T> {
+  let state: CacheState;
+  let resolved: ResolvedOptions;
+  try {
+    checkKey(key);
+    resolved = resolveOptions(options);
+    checkFill(fill);
+    state = stateOf(cache);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  const signal = resolved.signal;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  if (state.flights.size !== 0 && resolved.grace === 0) {
+    const flight = state.flights.get(key);
+    if (flight !== undefined && !flight.background) return coalesce(state, key, resolved) as Promise<T>;
+  }
+  const read = readEntry(state, key);
+  if (read === undefined || !isThenable(read)) {
+    return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
+  }
+  return read.then((entry) => afterRead(state, key, entry, resolved, fill as FillFn)) as Promise<T>;
+}
+
+/** Joins the fill in flight for `key` (a miss that coalesces). */
+function coalesce(state: CacheState, key: string, options: ResolvedOptions): Promise<unknown> {
+  const { counters } = state;
+  counters.misses++;
+  counters.coalescedWaits++;
+  // biome-ignore lint/style/noNonNullAssertion: the caller saw it registered
+  return state.flights.get(key)!.join(false, options.signal);
+}
+
+/** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
+function afterRead(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry | undefined,
+  options: ResolvedOptions,
+  fill: FillFn,
+): Promise<unknown> {
+  const { counters } = state;
+  if (entry !== undefined) {
+    const now = coarseNow();
+    if (now < entry.freshUntil) {
+      counters.hits++;
+      return Promise.resolve(entry.value);
+    }
+    if (options.grace > 0 && now < entry.staleUntil) {
+      counters.staleHits++;
+      if (!state.flights.has(key)) refreshInBackground(state, key, options, fill, entry.value);
+      return Promise.resolve(entry.value);
+    }
+  }
+  counters.misses++;
+  const inFlight = state.flights.get(key);
+  if (inFlight !== undefined) {
+    counters.coalescedWaits++;
+    return inFlight.join(false, options.signal);
+  }
+  const flight = startFlight(state, key, options, false);
+  const answer = flight.join(true, options.signal);
+  void execute(state, flight, options, fill, entry?.value);
+  return answer;
+}
+
+/** Starts one stale-while-revalidate refresh, within the process-wide cap. */
+function refreshInBackground(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fill: FillFn,
+  stale: unknown,
+): void {
+  if (!takeRefreshSlot()) {
+    state.counters.backgroundRefreshesSkipped++;
+    if (hasListeners()) emit({ type: 'refresh-skipped', cache: state.name, key });
+    return;
+  }
+  state.counters.backgroundRefreshes++;
+  const flight = startFlight(state, key, options, true);
+  const done = execute(state, flight, options, fill, stale);
+  if (options.waitUntil !== undefined) {
+    try {
+      options.waitUntil(done);
+    } catch {
+      // The platform refusing to extend the request only shortens the refresh's life.
+    }
+  }
+}

@@ -1,0 +1,41 @@
+export { configure, type StampedeConfig } from './background.js';
+export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePromise } from './cache.js';
+export { type Duration, type DurationUnit, toMilliseconds } from './duration.js';
+export {
+  decodeEnvelope,
+  ENVELOPE_VERSION,
+  type Envelope,
+  encodeEnvelope,
+  jsonSerializer,
+  type Serializer,
+} from './envelope.js';
+export {
+  CACHE_FILL_ERROR_CODE,
+  CacheFillError,
+  type CacheFillErrorKind,
+  isCacheFillError,
+} from './errors.js';
+export {
+  type BackendErrorEvent,
+  type BackendOperation,
+  type FillEvent,
+  type LockWaitEvent,
+  onStampedeEvent,
+  type RefreshSkippedEvent,
+  type StampedeEvent,
+  type StampedeListener,
+  type WarningEvent,
+} from './events.js';
+export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
+export { jitteredTtl } from './jitter.js';
+export type { FillContext, GetOrComputeOptions } from './options.js';
+export { inFlightCount } from './registry.js';
+export {
+  reportBackendError,
+  resetStats,
+  STAT_NAMES,
+  type StampedeStats,
+  stats,
+  statsByCache,
+} from './stats.js';
+export { type GetValueOptions, getValue, invalidate, type SetValueOptions, setValue } from './values.js';

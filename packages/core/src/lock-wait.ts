@@ -1,0 +1,108 @@
+import { readEntryAsync, tryLock } from './backend.js';
+import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
+import { emit, hasListeners, type LockWaitEvent } from './events.js';
+import { LOCK_POLL_CEILING, type ResolvedOptions } from './options.js';
+import type { CacheState } from './registry.js';
+
+/** How the lock protocol ended for one fill. */
+export type LockWaitResult =
+  | { readonly kind: 'value'; readonly entry: CacheEntry }
+  | { readonly kind: 'lock'; readonly lock: FillLock }
+  | { readonly kind: 'local' }
+  | { readonly kind: 'aborted' };
+
+function lockWaitEvent(
+  state: CacheState,
+  key: string,
+  startedAt: number,
+  outcome: LockWaitEvent['outcome'],
+): void {
+  if (hasListeners()) {
+    emit({ type: 'lock-wait', cache: state.name, key, durationMs: Date.now() - startedAt, outcome });
+  }
+}
+
+/**
+ * The seed's lock-wait protocol. Take the lock, or wait for the holder's value: poll the cache
+ * starting at `lockPollInterval`, doubling to a 1 s ceiling, and re-try the lock on every attempt so
+ * a crashed holder is replaced once its lock lapses. A push notice (`onFillDone`) cuts a sleep short;
+ * after a failed fill the waiter re-contends at once. No value and no lock within `lockWaitTimeout`:
+ * fill locally (bounded extra work, never unavailability). A backend fault also means: fill locally.
+ */
+export async function acquireOrWait(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  signal: AbortSignal,
+): Promise<LockWaitResult> {
+  const { counters } = state;
+  const first = await tryLock(state, key, options.lockTtl);
+  if (first === 'error') return { kind: 'local' };
+  if (first !== undefined) {
+    counters.lockAcquired++;
+    return { kind: 'lock', lock: first };
+  }
+  counters.lockContended++;
+  const startedAt = Date.now();
+  const deadline = startedAt + options.lockWaitTimeout;
+  let delay = options.lockPollInterval;
+  let notice: FillOutcome | undefined;
+  let wake: (() => void) | undefined;
+  let stopListening: (() => void) | undefined;
+  try {
+    stopListening = state.cache.onFillDone?.(key, (outcome) => {
+      notice = outcome;
+      wake?.();
+    });
+  } catch {
+    // Push wake-up is an optimisation; polling alone is still correct.
+  }
+  const nap = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      wake = done;
+      signal.addEventListener('abort', done, { once: true });
+    });
+  try {
+    for (;;) {
+      if (signal.aborted) {
+        lockWaitEvent(state, key, startedAt, 'aborted');
+        return { kind: 'aborted' };
+      }
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) {
+        counters.lockWaitTimeouts++;
+        lockWaitEvent(state, key, startedAt, 'timeout');
+        return { kind: 'local' };
+      }
+      if (notice === undefined) await nap(Math.min(delay, remaining));
+      if (signal.aborted) continue;
+      delay = Math.min(delay * 2, LOCK_POLL_CEILING);
+      const heard = notice;
+      notice = undefined;
+      if (heard !== 'failed') {
+        const entry = await readEntryAsync(state, key);
+        if (entry !== undefined && Date.now() < entry.freshUntil) {
+          counters.lockWaitHits++;
+          lockWaitEvent(state, key, startedAt, 'hit');
+          return { kind: 'value', entry };
+        }
+      }
+      const lock = await tryLock(state, key, options.lockTtl);
+      if (lock === 'error') return { kind: 'local' };
+      if (lock !== undefined) {
+        counters.lockAcquired++;
+        lockWaitEvent(state, key, startedAt, 'acquired');
+        return { kind: 'lock', lock };
+      }
+    }
+  } finally {
+    stopListening?.();
+  }
+}

@@ -1,0 +1,138 @@
+import { type Duration, toMilliseconds, toOptionalMilliseconds } from './duration.js';
+
+/** Options of {@link getOrComputeWith}. Every field is optional. */
+export interface GetOrComputeOptions {
+  /** How long a value is fresh. @default undefined (never expires) */
+  ttl?: Duration | undefined;
+  /**
+   * Grace after `ttl` during which the last value is served at once while one background refresh
+   * runs (per process; fleet-wide with `distributedFillLock`). Ignored without `ttl`.
+   * @default undefined (no stale serving)
+   */
+  staleWhileRevalidate?: Duration | undefined;
+  /**
+   * At most one replica fills a key at a time, through the cache's `tryAcquireFillLock`. On a cache
+   * without it, protection is in-process only and a one-time warning says so.
+   * @default false
+   */
+  distributedFillLock?: boolean | undefined;
+  /** The fill lock's expiry: bounds the damage of a holder that crashes. @default '10s' */
+  lockTtl?: Duration | undefined;
+  /** How long a replica that lost the lock waits for the winner's value before filling locally. @default '5s' */
+  lockWaitTimeout?: Duration | undefined;
+  /** First poll delay of a lock loser; doubles each attempt up to 1 s. @default '50ms' */
+  lockPollInterval?: Duration | undefined;
+  /**
+   * This caller stops waiting when it aborts (the promise rejects with the signal's reason); the
+   * shared fill goes on for the other callers, and is aborted only when every caller has left.
+   * @default undefined
+   */
+  signal?: AbortSignal | undefined;
+  /**
+   * Hard limit for one fill (lock wait included): every caller of it then gets a `CacheFillError`
+   * of kind `'timeout'`, the fill's signal aborts, and the key can be filled again.
+   * @default undefined (no limit)
+   */
+  fillTimeout?: Duration | undefined;
+  /**
+   * Hands a background refresh's promise to the platform so it outlives the request
+   * (`ctx.waitUntil` on Cloudflare Workers, `waitUntil` from `@vercel/functions`).
+   * @default undefined
+   */
+  waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
+/** What a fill function is given. */
+export interface FillContext<T> {
+  /** The key being filled. */
+  readonly key: string;
+  /** Aborted when every caller of this fill has left, or when `fillTimeout` passes. */
+  readonly signal: AbortSignal;
+  /** The last known value (stale or expired but still readable), if any. */
+  readonly stale: T | undefined;
+  /** True when this fill is a stale-while-revalidate background refresh. */
+  readonly background: boolean;
+}
+
+/** Options after validation, in milliseconds. */
+export interface ResolvedOptions {
+  readonly ttl: number | undefined;
+  readonly grace: number;
+  readonly lock: boolean;
+  readonly lockTtl: number;
+  readonly lockWaitTimeout: number;
+  readonly lockPollInterval: number;
+  readonly signal: AbortSignal | undefined;
+  readonly fillTimeout: number | undefined;
+  readonly waitUntil: ((promise: Promise<unknown>) => void) | undefined;
+}
+
+/** Default lock expiry, ms. */
+export const DEFAULT_LOCK_TTL = 10_000;
+/** Default lock wait, ms. */
+export const DEFAULT_LOCK_WAIT_TIMEOUT = 5_000;
+/** Default first poll delay, ms. */
+export const DEFAULT_LOCK_POLL_INTERVAL = 50;
+/** The poll delay's ceiling, ms. */
+export const LOCK_POLL_CEILING = 1_000;
+
+/** The options of a plain `getOrCompute(cache, key, ttl, fill)` call. */
+export function ttlOnly(ttl: number | undefined): ResolvedOptions {
+  return {
+    ttl,
+    grace: 0,
+    lock: false,
+    lockTtl: DEFAULT_LOCK_TTL,
+    lockWaitTimeout: DEFAULT_LOCK_WAIT_TIMEOUT,
+    lockPollInterval: DEFAULT_LOCK_POLL_INTERVAL,
+    signal: undefined,
+    fillTimeout: undefined,
+    waitUntil: undefined,
+  };
+}
+
+function isAbortSignal(value: unknown): value is AbortSignal {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as AbortSignal).aborted === 'boolean' &&
+    typeof (value as AbortSignal).addEventListener === 'function'
+  );
+}
+
+/** Validates `options`, naming the field at fault. */
+export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`options must be an object; got ${options === null ? 'null' : typeof options}`);
+  }
+  const ttl = toOptionalMilliseconds(options.ttl, 'options.ttl');
+  const grace = toOptionalMilliseconds(options.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
+  const lock = options.distributedFillLock ?? false;
+  if (typeof lock !== 'boolean') {
+    throw new TypeError(`options.distributedFillLock must be a boolean; got ${typeof lock}`);
+  }
+  const lockTtl =
+    options.lockTtl === undefined ? DEFAULT_LOCK_TTL : toMilliseconds(options.lockTtl, 'options.lockTtl');
+  if (lockTtl < 1) throw new RangeError(`options.lockTtl must be at least 1ms; got ${lockTtl}`);
+  const lockWaitTimeout =
+    options.lockWaitTimeout === undefined
+      ? DEFAULT_LOCK_WAIT_TIMEOUT
+      : toMilliseconds(options.lockWaitTimeout, 'options.lockWaitTimeout');
+  const lockPollInterval =
+    options.lockPollInterval === undefined
+      ? DEFAULT_LOCK_POLL_INTERVAL
+      : toMilliseconds(options.lockPollInterval, 'options.lockPollInterval');
+  if (lockPollInterval < 1) {
+    throw new RangeError(`options.lockPollInterval must be at least 1ms; got ${lockPollInterval}`);
+  }
+  const signal = options.signal;
+  if (signal !== undefined && !isAbortSignal(signal)) {
+    throw new TypeError('options.signal must be an AbortSignal');
+  }
+  const fillTimeout = toOptionalMilliseconds(options.fillTimeout, 'options.fillTimeout');
+  const waitUntil = options.waitUntil;
+  if (waitUntil !== undefined && typeof waitUntil !== 'function') {
+    throw new TypeError(`options.waitUntil must be a function; got ${typeof waitUntil}`);
+  }
+  return { ttl, grace, lock, lockTtl, lockWaitTimeout, lockPollInterval, signal, fillTimeout, waitUntil };
+}

@@ -1,0 +1,73 @@
+import type { Cache } from './cache.js';
+import type { Flight } from './flight.js';
+import { countersFor, type StampedeStats } from './stats.js';
+
+/** What the core keeps per cache instance: coalescing is per (cache instance, key). */
+export interface CacheState {
+  readonly cache: Cache;
+  readonly name: string;
+  readonly counters: StampedeStats;
+  /** The fills in flight in this process, by key. */
+  readonly flights: Map<string, Flight>;
+  warnedNoLock: boolean;
+}
+
+// The state hangs off the cache object under a private symbol (one property load on the hit path);
+// a frozen cache object falls back to a WeakMap.
+const STATE: unique symbol = Symbol('stampede.state');
+const frozenStates = new WeakMap<Cache, CacheState>();
+
+type Stateful = Cache & { [STATE]?: CacheState };
+
+function assertCache(cache: unknown): asserts cache is Cache {
+  if (typeof cache !== 'object' || cache === null) {
+    throw new TypeError(`cache must be a Cache object; got ${cache === null ? 'null' : typeof cache}`);
+  }
+  const candidate = cache as Partial<Cache>;
+  for (const method of ['get', 'set', 'delete'] as const) {
+    if (typeof candidate[method] !== 'function') {
+      throw new TypeError(`cache must implement the Cache interface: cache.${method} is not a function`);
+    }
+  }
+  if (candidate.name !== undefined && typeof candidate.name !== 'string') {
+    throw new TypeError('cache.name must be a string when present');
+  }
+}
+
+/** The state of `cache`, created (after checking that it is a Cache) on first use. */
+export function stateOf(cache: Cache): CacheState {
+  const state = cache == null ? undefined : (cache as Stateful)[STATE];
+  if (state !== undefined) return state;
+  return createState(cache);
+}
+
+function createState(cache: Cache): CacheState {
+  assertCache(cache);
+  const known = frozenStates.get(cache);
+  if (known !== undefined) return known;
+  const name = cache.name ?? 'default';
+  const state: CacheState = {
+    cache,
+    name,
+    counters: countersFor(name),
+    flights: new Map(),
+    warnedNoLock: false,
+  };
+  if (Object.isExtensible(cache)) {
+    Object.defineProperty(cache, STATE, {
+      value: state,
+      enumerable: false,
+      configurable: false,
+      writable: false,
+    });
+  } else {
+    frozenStates.set(cache, state);
+  }
+  return state;
+}
+
+/** How many fills are in flight for `cache` in this process (0 once every caller has settled). */
+export function inFlightCount(cache: Cache): number {
+  if (typeof cache !== 'object' || cache === null) return 0;
+  return ((cache as Stateful)[STATE] ?? frozenStates.get(cache))?.flights.size ?? 0;
+}

@@ -1,0 +1,129 @@
+import { type BackendOperation, emit, hasListeners } from './events.js';
+
+/**
+ * Process-wide counters. Every `getOrCompute` call that passes argument checks counts once as a
+ * `hit`, `staleHit` or `miss`. Each miss either joins a fill already in flight (`coalescedWaits`) or
+ * starts one; each started fill (and each background refresh) either runs the fill function
+ * (`fills`) or gets its value from another replica through the lock (`lockWaitHits`), unless every
+ * caller abandons it first. So, when nothing is abandoned:
+ *
+ * `fills + lockWaitHits === misses - coalescedWaits + backgroundRefreshes`
+ */
+export interface StampedeStats {
+  /** Fresh values served. */
+  hits: number;
+  /** Stale values served at once inside the stale-while-revalidate grace. */
+  staleHits: number;
+  /** Calls that found no fresh (or servable stale) value. */
+  misses: number;
+  /** Times a fill function ran (foreground and background). */
+  fills: number;
+  /** Fills that threw or rejected. */
+  fillFailures: number;
+  /** Fills that did not settle within `fillTimeout`. */
+  fillTimeouts: number;
+  /** Misses that awaited a fill already in flight in this process instead of starting one. */
+  coalescedWaits: number;
+  /** Stale-while-revalidate refreshes started. */
+  backgroundRefreshes: number;
+  /** Background refreshes that failed (the stale value was kept). */
+  backgroundRefreshFailures: number;
+  /** Stale reads that did not start a refresh because the process-wide cap was reached. */
+  backgroundRefreshesSkipped: number;
+  /** Distributed fill locks taken. */
+  lockAcquired: number;
+  /** Lock attempts that found another holder (counted once per wait). */
+  lockContended: number;
+  /** Waits that ended with another replica's value. */
+  lockWaitHits: number;
+  /** Waits that gave up after `lockWaitTimeout` and filled locally. */
+  lockWaitTimeouts: number;
+  /** Backend calls that failed or timed out (reads, writes, locks, decoding). */
+  backendErrors: number;
+}
+
+/** The counter names of {@link StampedeStats}, in a stable order. */
+export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
+  'hits',
+  'staleHits',
+  'misses',
+  'fills',
+  'fillFailures',
+  'fillTimeouts',
+  'coalescedWaits',
+  'backgroundRefreshes',
+  'backgroundRefreshFailures',
+  'backgroundRefreshesSkipped',
+  'lockAcquired',
+  'lockContended',
+  'lockWaitHits',
+  'lockWaitTimeouts',
+  'backendErrors',
+];
+
+function zero(): StampedeStats {
+  return {
+    hits: 0,
+    staleHits: 0,
+    misses: 0,
+    fills: 0,
+    fillFailures: 0,
+    fillTimeouts: 0,
+    coalescedWaits: 0,
+    backgroundRefreshes: 0,
+    backgroundRefreshFailures: 0,
+    backgroundRefreshesSkipped: 0,
+    lockAcquired: 0,
+    lockContended: 0,
+    lockWaitHits: 0,
+    lockWaitTimeouts: 0,
+    backendErrors: 0,
+  };
+}
+
+const byName = new Map<string, StampedeStats>();
+
+/** The live counters of the caches named `name` (created on first use). */
+export function countersFor(name: string): StampedeStats {
+  let counters = byName.get(name);
+  if (counters === undefined) {
+    counters = zero();
+    byName.set(name, counters);
+  }
+  return counters;
+}
+
+/** A snapshot of the process-wide counters, summed over every cache. */
+export function stats(): StampedeStats {
+  const total = zero();
+  for (const counters of byName.values()) {
+    for (const stat of STAT_NAMES) total[stat] += counters[stat];
+  }
+  return total;
+}
+
+/** A snapshot of the counters per cache name (the label `@stampede/metrics` exports). */
+export function statsByCache(): Record<string, StampedeStats> {
+  const out: Record<string, StampedeStats> = {};
+  for (const [name, counters] of byName) out[name] = { ...counters };
+  return out;
+}
+
+/** Sets every counter back to zero. */
+export function resetStats(): void {
+  for (const counters of byName.values()) Object.assign(counters, zero());
+}
+
+/**
+ * Counts a backend fault and emits a `backend-error` event. Adapters call this for faults the core
+ * cannot see (an entry that does not decode, a publish that fails).
+ */
+export function reportBackendError(
+  cacheName: string,
+  operation: BackendOperation,
+  key: string | undefined,
+  error: unknown,
+): void {
+  countersFor(cacheName).backendErrors++;
+  if (hasListeners()) emit({ type: 'backend-error', cache: cacheName, key, operation, error });
+}

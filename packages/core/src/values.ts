@@ -1,0 +1,102 @@
+import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
+import type { Cache } from './cache.js';
+import { type Duration, toOptionalMilliseconds } from './duration.js';
+import { detach } from './fill.js';
+import { checkKey } from './get-or-compute.js';
+import { type CacheState, stateOf } from './registry.js';
+import { reportBackendError } from './stats.js';
+
+/** Options of {@link setValue}. */
+export interface SetValueOptions {
+  /** How long the value is fresh. @default undefined (never expires) */
+  ttl?: Duration | undefined;
+  /** Grace after `ttl` during which `getOrComputeWith` may serve it stale. @default undefined */
+  staleWhileRevalidate?: Duration | undefined;
+}
+
+/** Options of {@link getValue}. */
+export interface GetValueOptions {
+  /** Also return a value past its `ttl` but within its stale-while-revalidate grace. @default false */
+  allowStale?: boolean | undefined;
+}
+
+/** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
+function supersede(state: CacheState, key: string): void {
+  const flight = state.flights.get(key);
+  if (flight !== undefined) {
+    flight.invalidated = true;
+    detach(state, flight);
+  }
+}
+
+async function settleBackend(
+  state: CacheState,
+  key: string,
+  operation: 'set' | 'delete',
+  run: () => unknown,
+) {
+  try {
+    const result = run();
+    if (isThenable(result)) await result;
+  } catch (error) {
+    reportBackendError(state.name, operation, key, error);
+    throw error;
+  }
+}
+
+/**
+ * Reads the value `getOrCompute` stored for `key`, without filling. A backend fault reads as a miss
+ * (and is counted), as it does in `getOrCompute`.
+ *
+ * @returns the fresh value, or `undefined`
+ */
+export async function getValue<T = unknown>(
+  cache: Cache,
+  key: string,
+  options?: GetValueOptions,
+): Promise<T | undefined> {
+  checkKey(key);
+  const state = stateOf(cache);
+  const entry = await readEntry(state, key);
+  if (entry === undefined) return undefined;
+  const now = Date.now();
+  if (now < entry.freshUntil || (options?.allowStale === true && now < entry.staleUntil))
+    return entry.value as T;
+  return undefined;
+}
+
+/**
+ * Stores `value` for `key` exactly as `getOrCompute` would have. A fill already in flight for the
+ * key still answers its callers but is not written over this value.
+ *
+ * @throws TypeError when `value` is `undefined` (it cannot be cached) or an argument is invalid
+ * @throws the backend's error when the write fails (also counted as a backend error)
+ */
+export async function setValue<T>(
+  cache: Cache,
+  key: string,
+  value: T,
+  options?: SetValueOptions,
+): Promise<void> {
+  checkKey(key);
+  if (value === undefined) throw new TypeError('value must not be undefined (undefined is never cached)');
+  const ttl = toOptionalMilliseconds(options?.ttl, 'options.ttl');
+  const grace = toOptionalMilliseconds(options?.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
+  const state = stateOf(cache);
+  supersede(state, key);
+  const entry = entryFor(value, Date.now(), { ttl, grace });
+  await settleBackend(state, key, 'set', () => cache.set(key, entry, { ttl: physicalTtl({ ttl, grace }) }));
+}
+
+/**
+ * Removes `key`. A fill in flight for it still answers its callers, but its result is not written
+ * (an invalidation is never undone by an older fill), and the next caller starts a new fill.
+ *
+ * @throws the backend's error when the delete fails (also counted as a backend error)
+ */
+export async function invalidate(cache: Cache, key: string): Promise<void> {
+  checkKey(key);
+  const state = stateOf(cache);
+  supersede(state, key);
+  await settleBackend(state, key, 'delete', () => cache.delete(key));
+}

@@ -1,0 +1,1 @@
+export { createMemoryCache, type MemoryCache, type MemoryCacheOptions } from './memory-cache.js';

@@ -1,0 +1,64 @@
+// Hit-path benchmark: a hit through getOrCompute on the memory cache against an awaited raw
+// lru-cache get, in the same run. Prints medians of several rounds and their ratio.
+import { getOrCompute, getOrComputeWith } from '@stampede/core';
+import { createMemoryCache } from '@stampede/memory';
+import { LRUCache } from 'lru-cache';
+
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 1_000_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
+const KEYS = 1_000;
+const keys = Array.from({ length: KEYS }, (_, i) => `bookmark:${i}`);
+
+const raw = new LRUCache({ max: 10_000 });
+for (const key of keys) raw.set(key, { count: 1 });
+const cache = createMemoryCache({ max: 10_000 });
+const fill = () => ({ count: 1 });
+for (const key of keys) await getOrCompute(cache, key, '5m', fill);
+const withOptions = { ttl: '5m', staleWhileRevalidate: '1m' };
+
+const cases = {
+  'raw lru-cache get (awaited)': async () => {
+    let sink = 0;
+    for (let i = 0; i < ITERATIONS; i++) sink += (await raw.get(keys[i % KEYS])).count;
+    return sink;
+  },
+  'getOrCompute hit (memory)': async () => {
+    let sink = 0;
+    for (let i = 0; i < ITERATIONS; i++)
+      sink += (await getOrCompute(cache, keys[i % KEYS], '5m', fill)).count;
+    return sink;
+  },
+  'getOrComputeWith hit (memory, SWR options)': async () => {
+    let sink = 0;
+    for (let i = 0; i < ITERATIONS; i++)
+      sink += (await getOrComputeWith(cache, keys[i % KEYS], withOptions, fill)).count;
+    return sink;
+  },
+};
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+
+const samples = Object.fromEntries(Object.keys(cases).map((name) => [name, []]));
+process.stdout.write(`hit-path benchmark: ${ROUNDS} rounds x ${ITERATIONS} ops, interleaved\n`);
+for (let round = 0; round < ROUNDS; round++) {
+  for (const [name, run] of Object.entries(cases)) {
+    globalThis.gc?.();
+    const t0 = process.hrtime.bigint();
+    await run();
+    samples[name].push(Number(process.hrtime.bigint() - t0) / ITERATIONS);
+  }
+  process.stdout.write(`  round ${round + 1}/${ROUNDS} done\n`);
+}
+const base = median(samples['raw lru-cache get (awaited)']);
+console.log('\n| case | median ns/op | ratio to raw lru get |\n|---|---:|---:|');
+for (const name of Object.keys(cases)) {
+  const m = median(samples[name]);
+  console.log(`| ${name} | ${m.toFixed(1)} | ${(m / base).toFixed(2)}x |`);
+}
+const ratio = median(samples['getOrCompute hit (memory)']) / base;
+console.log(
+  `\ntarget: getOrCompute hit <= 2.0x raw lru get: ${ratio <= 2 ? 'met' : 'MISSED'} (${ratio.toFixed(2)}x)`,
+);
