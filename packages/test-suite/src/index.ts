@@ -1,0 +1,1 @@
+export { type ConformanceOptions, describeCacheConformance } from './conformance.js';
