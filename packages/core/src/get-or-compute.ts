@@ -89,7 +89,7 @@ export function getOrComputeWith<T>(
   cache: Cache,
   key: string,
   options: GetOrComputeOptions,
-  fill: (context: FillContext<T>) => T | Promise<T>,
+  fill: (context: FillContext) => T | Promise<T>,
 ): Promise<T> {
   let state: CacheState;
   let resolved: ResolvedOptions;

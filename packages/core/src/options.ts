@@ -42,8 +42,11 @@ export interface GetOrComputeOptions {
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
 }
 
-/** What a fill function is given. */
-export interface FillContext<T> {
+/**
+ * What a fill function is given. `stale` is `unknown` by default: in a shared cache it may have been
+ * written by another version of your code, so check it before trusting its shape.
+ */
+export interface FillContext<T = unknown> {
   /** The key being filled. */
   readonly key: string;
   /** Aborted when every caller of this fill has left, or when `fillTimeout` passes. */

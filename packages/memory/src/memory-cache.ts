@@ -20,6 +20,12 @@ export interface MemoryCacheOptions {
 /** An in-process {@link Cache} on lru-cache. */
 export interface MemoryCache extends Cache {
   readonly name: string;
+  /** Reads synchronously: a hit never waits for a promise. */
+  get(key: string): CacheEntry | undefined;
+  /** Writes synchronously, unless a newer entry is already there. */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): void;
+  /** Deletes synchronously. */
+  delete(key: string): void;
   /** The underlying `LRUCache`. */
   readonly lru: LRUCache<string, CacheEntry>;
   /** How many entries it holds (expired ones included until they are touched or evicted). */

@@ -1,0 +1,91 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  type BackendErrorEvent,
+  getOrCompute,
+  getOrComputeWith,
+  onStampedeEvent,
+  resetStats,
+  stats,
+} from '../src/index.js';
+import { testCache } from './helpers.js';
+
+let events: BackendErrorEvent[] = [];
+let off: () => void;
+beforeEach(() => {
+  resetStats();
+  events = [];
+  off = onStampedeEvent((event) => {
+    if (event.type === 'backend-error') events.push(event);
+  });
+});
+afterEach(() => {
+  off();
+});
+
+describe('backend faults never fail a call whose fill succeeds', () => {
+  it.each([
+    [
+      'throws',
+      () => {
+        throw new Error('ECONNREFUSED');
+      },
+    ],
+    ['rejects', () => Promise.reject(new Error('ECONNREFUSED'))],
+  ])('a read that %s is a miss, counted and reported', async (_label, failing) => {
+    const cache = testCache();
+    cache.get = failing;
+    expect(await getOrCompute(cache, 'k', 1_000, () => 'filled')).toBe('filled');
+    expect(stats()).toMatchObject({ backendErrors: 1, misses: 1, fills: 1 });
+    expect(events[0]).toMatchObject({ operation: 'get', key: 'k', cache: 'test' });
+  });
+
+  it.each([
+    [
+      'throws',
+      () => {
+        throw new Error('READONLY');
+      },
+    ],
+    ['rejects', () => Promise.reject(new Error('READONLY'))],
+  ])('a write that %s still answers every caller', async (_label, failing) => {
+    const cache = testCache();
+    cache.set = failing;
+    const values = await Promise.all(
+      Array.from({ length: 3 }, () => getOrCompute(cache, 'k', 1_000, () => 'v')),
+    );
+    expect(values).toEqual(['v', 'v', 'v']);
+    expect(stats()).toMatchObject({ backendErrors: 1, fills: 1 });
+    expect(events[0]?.operation).toBe('set');
+  });
+
+  it('a lock that errors means a local fill, reported', async () => {
+    const cache = testCache({ lock: true });
+    cache.tryAcquireFillLock = () => Promise.reject(new Error('timeout'));
+    expect(await getOrComputeWith(cache, 'k', { distributedFillLock: true }, () => 'local')).toBe('local');
+    expect(stats()).toMatchObject({ backendErrors: 1, fills: 1 });
+    expect(events[0]?.operation).toBe('lock');
+  });
+
+  it('a release that errors is reported, never thrown', async () => {
+    const cache = testCache({ lock: true });
+    const acquire = cache.tryAcquireFillLock;
+    cache.tryAcquireFillLock = async (key, ttl) => {
+      const lock = await acquire?.(key, ttl);
+      return lock && { release: () => Promise.reject(new Error('gone')) };
+    };
+    expect(await getOrComputeWith(cache, 'k', { distributedFillLock: true }, () => 'v')).toBe('v');
+    await vi.waitFor(() => expect(events.map((e) => e.operation)).toContain('release'));
+  });
+
+  it('a listener that throws never fails the request', async () => {
+    const bad = onStampedeEvent(() => {
+      throw new Error('listener bug');
+    });
+    const cache = testCache();
+    cache.get = () => {
+      throw new Error('down');
+    };
+    expect(await getOrCompute(cache, 'k', 1_000, () => 1)).toBe(1);
+    bad();
+  });
+});

@@ -1,0 +1,218 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  type GetOrComputeOptions,
+  getOrComputeWith,
+  onStampedeEvent,
+  resetStats,
+  stats,
+} from '../src/index.js';
+import { Backend, deferred, settle, testCache } from './helpers.js';
+
+const LOCKED: GetOrComputeOptions = { ttl: '1m', distributedFillLock: true };
+const T0 = 1_000_000;
+
+beforeEach(() => {
+  resetStats();
+  vi.useFakeTimers({ now: T0 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+/** A replica whose lock attempts are timestamped (ms since T0). */
+function replica(backend: Backend, push = false) {
+  const cache = testCache({ backend, lock: true, push, async: true });
+  const attempts: number[] = [];
+  const original = cache.tryAcquireFillLock;
+  cache.tryAcquireFillLock = (key, ttl) => {
+    attempts.push(Date.now() - T0);
+    return original?.(key, ttl);
+  };
+  return { cache, attempts };
+}
+
+describe('distributed fill lock: the wait protocol', () => {
+  it('polls from lockPollInterval doubling to a 1 s ceiling, re-trying the lock, then fills locally at lockWaitTimeout', async () => {
+    const backend = new Backend();
+    backend.lock('k', 60_000);
+    const { cache, attempts } = replica(backend);
+    const fill = vi.fn(() => 'local');
+    const answer = getOrComputeWith(cache, 'k', LOCKED, fill);
+    await vi.advanceTimersByTimeAsync(4_999);
+    expect(fill).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await answer).toBe('local');
+    expect(attempts).toEqual([0, 50, 150, 350, 750, 1_550, 2_550, 3_550, 4_550, 5_000]);
+    expect(stats()).toMatchObject({ lockContended: 1, lockWaitTimeouts: 1, fills: 1, lockAcquired: 0 });
+  });
+
+  it("a loser gets the winner's value from the cache and never fills", async () => {
+    const backend = new Backend();
+    const winner = replica(backend);
+    const loser = replica(backend);
+    const gate = deferred<string>();
+    const winnerFill = vi.fn(() => gate.promise);
+    const loserFill = vi.fn(() => 'loser');
+    const a = getOrComputeWith(winner.cache, 'k', LOCKED, winnerFill);
+    await vi.advanceTimersByTimeAsync(0);
+    const b = getOrComputeWith(loser.cache, 'k', LOCKED, loserFill);
+    await vi.advanceTimersByTimeAsync(120);
+    gate.resolve('winner');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await a).toBe('winner');
+    expect(await b).toBe('winner');
+    expect(loserFill).not.toHaveBeenCalled();
+    expect(stats()).toMatchObject({ fills: 1, lockAcquired: 1, lockContended: 1, lockWaitHits: 1 });
+    expect(winner.cache.calls.release).toEqual(['filled']);
+  });
+
+  it('N replicas x K callers on an expired key: 1 fill in total', async () => {
+    const backend = new Backend();
+    const replicas = Array.from({ length: 4 }, () => replica(backend));
+    const fill = vi.fn(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return 'one';
+    });
+    const answers = replicas.flatMap(({ cache }) =>
+      Array.from({ length: 250 }, () => getOrComputeWith(cache, 'k', LOCKED, fill)),
+    );
+    await vi.advanceTimersByTimeAsync(2_000);
+    const values = await Promise.all(answers);
+    expect(new Set(values)).toEqual(new Set(['one']));
+    expect(fill).toHaveBeenCalledTimes(1);
+    expect(stats()).toMatchObject({ fills: 1, lockWaitHits: 3, coalescedWaits: 4 * 249 });
+  });
+
+  it("a crashed holder's lock lapses after lockTtl and a waiter takes over", async () => {
+    const backend = new Backend();
+    backend.lock('k', 1_000);
+    const { cache, attempts } = replica(backend);
+    const answer = getOrComputeWith(cache, 'k', { ...LOCKED, lockTtl: '1s' }, () => 'taken over');
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(await answer).toBe('taken over');
+    expect(attempts.at(-1)).toBe(1_550);
+    expect(stats()).toMatchObject({ lockContended: 1, lockAcquired: 1, lockWaitTimeouts: 0 });
+  });
+
+  it('push wake-up: a waiter reads as soon as the holder announces the fill', async () => {
+    const backend = new Backend();
+    const winner = replica(backend, true);
+    const loser = replica(backend, true);
+    const gate = deferred<string>();
+    const a = getOrComputeWith(winner.cache, 'k', { ...LOCKED, lockPollInterval: '1s' }, () => gate.promise);
+    await vi.advanceTimersByTimeAsync(0);
+    let answeredAt = 0;
+    const b = getOrComputeWith(loser.cache, 'k', { ...LOCKED, lockPollInterval: '1s' }, () => 'loser').then(
+      (value) => {
+        answeredAt = Date.now() - T0;
+        return value;
+      },
+    );
+    await vi.advanceTimersByTimeAsync(10);
+    gate.resolve('pushed');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await a).toBe('pushed');
+    expect(await b).toBe('pushed');
+    expect(answeredAt).toBe(10);
+  });
+
+  it('after a failed fill elsewhere a waiter re-contends at once instead of sleeping', async () => {
+    const backend = new Backend();
+    const winner = replica(backend, true);
+    const loser = replica(backend, true);
+    const a = settle(
+      getOrComputeWith(winner.cache, 'k', { ...LOCKED, lockPollInterval: '1s' }, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        throw new Error('db down');
+      }),
+    );
+    await vi.advanceTimersByTimeAsync(0);
+    const b = getOrComputeWith(
+      loser.cache,
+      'k',
+      { ...LOCKED, lockPollInterval: '1s' },
+      () => 'second filler',
+    );
+    await vi.advanceTimersByTimeAsync(30);
+    expect(await b).toBe('second filler');
+    expect(loser.attempts).toEqual([0, 30]);
+    expect((await a).ok).toBe(false);
+    expect(winner.cache.calls.release).toEqual(['failed']);
+  });
+
+  it('extends the lock while a fill longer than lockTtl runs, so no second filler is admitted', async () => {
+    const backend = new Backend();
+    const first = replica(backend);
+    const second = replica(backend);
+    const options: GetOrComputeOptions = { ...LOCKED, lockTtl: 300, lockWaitTimeout: '10s' };
+    const slow = vi.fn(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      return 'slow';
+    });
+    const a = getOrComputeWith(first.cache, 'k', options, slow);
+    await vi.advanceTimersByTimeAsync(0);
+    const b = getOrComputeWith(second.cache, 'k', options, slow);
+    await vi.advanceTimersByTimeAsync(1_600);
+    expect(await a).toBe('slow');
+    expect(await b).toBe('slow');
+    expect(slow).toHaveBeenCalledTimes(1);
+  });
+
+  it('double-checks the cache after taking the lock', async () => {
+    const backend = new Backend();
+    const { cache } = replica(backend);
+    // Another replica filled between our read (a miss) and our lock.
+    const originalGet = cache.get;
+    let reads = 0;
+    cache.get = (key) => {
+      reads++;
+      if (reads === 2)
+        backend.write(
+          key,
+          {
+            value: 'elsewhere',
+            createdAt: Date.now(),
+            freshUntil: Date.now() + 60_000,
+            staleUntil: Date.now() + 60_000,
+          },
+          60_000,
+        );
+      return originalGet.call(cache, key);
+    };
+    const fill = vi.fn(() => 'mine');
+    expect(await getOrComputeWith(cache, 'k', LOCKED, fill)).toBe('elsewhere');
+    expect(fill).not.toHaveBeenCalled();
+  });
+
+  it('on a cache without lock support: in-process protection and a one-time warning', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const events: string[] = [];
+    const off = onStampedeEvent((event) => events.push(event.type));
+    const cache = testCache();
+    const fill = vi.fn(async () => 1);
+    await Promise.all(Array.from({ length: 10 }, () => getOrComputeWith(cache, 'k', LOCKED, fill)));
+    await getOrComputeWith(cache, 'other', LOCKED, fill);
+    off();
+    expect(fill).toHaveBeenCalledTimes(2);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0]?.[0])).toContain('tryAcquireFillLock');
+    expect(events.filter((type) => type === 'warning')).toHaveLength(1);
+  });
+
+  it('SWR refreshes honour the lock: at most one refresh fleet-wide', async () => {
+    const backend = new Backend();
+    const replicas = Array.from({ length: 3 }, () => replica(backend));
+    const options: GetOrComputeOptions = { ...LOCKED, ttl: '30s', staleWhileRevalidate: '5m' };
+    await getOrComputeWith(replica(backend).cache, 'k', options, () => 'v1');
+    await vi.advanceTimersByTimeAsync(31_000);
+    const refresh = vi.fn(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return 'v2';
+    });
+    for (const { cache } of replicas) expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('v1');
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(refresh).toHaveBeenCalledTimes(1);
+    for (const { cache } of replicas) expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('v2');
+  });
+});

@@ -1,0 +1,106 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { getOrCompute, getValue, inFlightCount, resetStats, stats } from '../src/index.js';
+import { deferred, testCache } from './helpers.js';
+
+beforeEach(() => {
+  resetStats();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe.each([
+  ['a synchronous cache', false],
+  ['an asynchronous cache', true],
+])('hit and miss on %s', (_label, async) => {
+  it('returns a fresh value at once without calling the fill', async () => {
+    const cache = testCache({ async });
+    await getOrCompute(cache, 'k', 60_000, () => 'first');
+    const fill = vi.fn(() => 'second');
+    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('first');
+    expect(fill).not.toHaveBeenCalled();
+    expect(stats()).toMatchObject({ hits: 1, misses: 1, fills: 1 });
+  });
+
+  it('runs one fill for K = 10,000 concurrent callers: 1 fill, K-1 coalesced waits, same value', async () => {
+    const cache = testCache({ async });
+    const gate = deferred<{ n: number }>();
+    const fill = vi.fn(() => gate.promise);
+    const K = 10_000;
+    const callers = Array.from({ length: K }, () => getOrCompute(cache, 'hot', 60_000, fill));
+    await Promise.resolve();
+    gate.resolve({ n: 7 });
+    const values = await Promise.all(callers);
+    expect(fill).toHaveBeenCalledTimes(1);
+    const first = values[0];
+    expect(first).toEqual({ n: 7 });
+    for (const value of values) expect(value).toBe(first);
+    expect(stats()).toMatchObject({ fills: 1, misses: K, coalescedWaits: K - 1, hits: 0 });
+    expect(inFlightCount(cache)).toBe(0);
+  });
+
+  it('coalesces per (cache instance, key): two caches and two keys never share a fill', async () => {
+    const a = testCache({ async });
+    const b = testCache({ async });
+    const fill = vi.fn(async () => 1);
+    await Promise.all([
+      getOrCompute(a, 'x', 1_000, fill),
+      getOrCompute(a, 'x', 1_000, fill),
+      getOrCompute(a, 'y', 1_000, fill),
+      getOrCompute(b, 'x', 1_000, fill),
+      getOrCompute(b, 'x', 1_000, fill),
+    ]);
+    expect(fill).toHaveBeenCalledTimes(3);
+    expect(stats().coalescedWaits).toBe(2);
+  });
+
+  it('caches null, and returns undefined without caching it', async () => {
+    const cache = testCache({ async });
+    expect(await getOrCompute(cache, 'nothing', 60_000, () => null)).toBeNull();
+    const again = vi.fn(() => 'other');
+    expect(await getOrCompute(cache, 'nothing', 60_000, again)).toBeNull();
+    expect(again).not.toHaveBeenCalled();
+
+    expect(await getOrCompute(cache, 'void', 60_000, () => undefined)).toBeUndefined();
+    expect(cache.backend.entries.has('void')).toBe(false);
+    expect(await getOrCompute(cache, 'void', 60_000, () => 'now')).toBe('now');
+  });
+});
+
+describe('expiry', () => {
+  it('ttl undefined never expires', async () => {
+    vi.useFakeTimers();
+    const cache = testCache();
+    await getOrCompute(cache, 'k', undefined, () => 'forever');
+    vi.advanceTimersByTime(10 * 365 * 86_400_000);
+    const fill = vi.fn(() => 'new');
+    expect(await getOrCompute(cache, 'k', undefined, fill)).toBe('forever');
+    expect(fill).not.toHaveBeenCalled();
+  });
+
+  it('a value is fresh within ttl and a miss after it', async () => {
+    vi.useFakeTimers();
+    const cache = testCache();
+    await getOrCompute(cache, 'k', '30s', () => 1);
+    vi.advanceTimersByTime(29_000);
+    expect(await getOrCompute(cache, 'k', '30s', () => 2)).toBe(1);
+    vi.advanceTimersByTime(1_500);
+    expect(await getOrCompute(cache, 'k', '30s', () => 3)).toBe(3);
+    expect(stats()).toMatchObject({ hits: 1, misses: 2, fills: 2 });
+  });
+
+  it('the K concurrent callers of an expired key record 1 fill and K-1 coalesced waits', async () => {
+    vi.useFakeTimers();
+    const cache = testCache();
+    await getOrCompute(cache, 'k', 1_000, () => 'old');
+    vi.advanceTimersByTime(2_000);
+    resetStats();
+    const fill = vi.fn(async () => 'new');
+    const values = await Promise.all(
+      Array.from({ length: 500 }, () => getOrCompute(cache, 'k', 1_000, fill)),
+    );
+    expect(new Set(values)).toEqual(new Set(['new']));
+    expect(stats()).toMatchObject({ fills: 1, coalescedWaits: 499, misses: 500 });
+    expect(await getValue(cache, 'k')).toBe('new');
+  });
+});

@@ -1,0 +1,78 @@
+import { type CacheEntry, getOrCompute, getOrComputeWith, resetStats, stats } from '@stampede/core';
+import { LRUCache } from 'lru-cache';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createMemoryCache } from '../src/index.js';
+
+beforeEach(() => {
+  resetStats();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('createMemoryCache', () => {
+  it('serves hits without serialising: the same object comes back', async () => {
+    const cache = createMemoryCache();
+    const value = { nested: { list: [1, 2, 3] }, when: new Date(0), big: 10n };
+    const first = await getOrCompute(cache, 'k', '1m', () => value);
+    const second = await getOrCompute(cache, 'k', '1m', () => ({ other: true }));
+    expect(first).toBe(value);
+    expect(second).toBe(value);
+    expect(stats()).toMatchObject({ hits: 1, misses: 1, fills: 1 });
+  });
+
+  it('answers synchronously (no promise on the read path)', () => {
+    const cache = createMemoryCache();
+    expect(cache.get('missing')).toBeUndefined();
+    cache.set('k', { value: 1, createdAt: 1, freshUntil: 2, staleUntil: 3 }, { ttl: undefined });
+    expect(cache.get('k')).toEqual({ value: 1, createdAt: 1, freshUntil: 2, staleUntil: 3 });
+  });
+
+  it('keeps an entry physically for ttl + grace, and drops it after', async () => {
+    vi.useFakeTimers({ now: 5_000_000 });
+    const cache = createMemoryCache();
+    await getOrComputeWith(cache, 'k', { ttl: '10s', staleWhileRevalidate: '20s' }, () => 'v');
+    vi.advanceTimersByTime(29_000);
+    expect(cache.get('k')?.value).toBe('v');
+    vi.advanceTimersByTime(2_000);
+    expect(cache.get('k')).toBeUndefined();
+  });
+
+  it('evicts the least recently used entry past max', async () => {
+    const cache = createMemoryCache({ max: 2 });
+    await getOrCompute(cache, 'a', undefined, () => 1);
+    await getOrCompute(cache, 'b', undefined, () => 2);
+    await getOrCompute(cache, 'a', undefined, () => 1);
+    await getOrCompute(cache, 'c', undefined, () => 3);
+    expect(cache.size).toBe(2);
+    expect(cache.get('b')).toBeUndefined();
+    expect(cache.get('a')?.value).toBe(1);
+  });
+
+  it('uses an LRUCache you already own', async () => {
+    const lru = new LRUCache<string, CacheEntry>({ max: 5 });
+    const cache = createMemoryCache({ lru, name: 'owned' });
+    await getOrCompute(cache, 'k', '1m', () => 'v');
+    expect(lru.get('k')?.value).toBe('v');
+    expect(cache.lru).toBe(lru);
+    expect(cache.name).toBe('owned');
+    cache.clear();
+    expect(lru.size).toBe(0);
+  });
+
+  it('does not store a value whose ttl is zero', async () => {
+    const cache = createMemoryCache();
+    expect(await getOrCompute(cache, 'k', 0, () => 'once')).toBe('once');
+    expect(cache.size).toBe(0);
+  });
+
+  it('rejects bad options with errors that name them', () => {
+    expect(() => createMemoryCache({ max: 0 })).toThrow(/options\.max/);
+    expect(() => createMemoryCache({ max: 1.5 })).toThrow(RangeError);
+    expect(() => createMemoryCache({ name: '' })).toThrow(/options\.name/);
+    expect(() => createMemoryCache({ lru: new Map() as unknown as LRUCache<string, CacheEntry> })).toThrow(
+      /options\.lru/,
+    );
+    expect(() => createMemoryCache(null as unknown as object)).toThrow(TypeError);
+  });
+});
