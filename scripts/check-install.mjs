@@ -8,7 +8,8 @@ import { join, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
 const work = mkdtempSync(join(tmpdir(), 'stampede-install-'));
-const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+const run = (cmd, args, cwd) =>
+  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
 
 try {
   const tarballs = [];
@@ -20,7 +21,10 @@ try {
   }
   const app = join(work, 'app');
   run('mkdir', ['-p', app], work);
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'install-check', private: true, version: '1.0.0' }));
+  writeFileSync(
+    join(app, 'package.json'),
+    JSON.stringify({ name: 'install-check', private: true, version: '1.0.0' }),
+  );
   console.log('installing from tarballs:', tarballs.map((t) => t.split('/').pop()).join(', '));
   run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs], app);
 

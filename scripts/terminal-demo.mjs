@@ -68,7 +68,8 @@ const rows = [
 ];
 console.log('| run | database queries | wall time |');
 console.log('|---|---:|---:|');
-for (const [label, queries, ms] of rows) console.log(`| ${label} | ${queries.toLocaleString()} | ${ms.toFixed(1)} ms |`);
+for (const [label, queries, ms] of rows)
+  console.log(`| ${label} | ${queries.toLocaleString()} | ${ms.toFixed(1)} ms |`);
 console.log(
   `\nstampede stats: fills=${s.fills} coalescedWaits=${s.coalescedWaits} misses=${s.misses} hits=${s.hits}`,
 );
