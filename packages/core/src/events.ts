@@ -4,7 +4,7 @@ export interface FillEvent {
   /** The cache's name. */
   readonly cache: string;
   readonly key: string;
-  /** How long the fill took, in milliseconds. */
+  /** How long the fill took, in milliseconds of `Date.now()`. */
   readonly durationMs: number;
   /** `'ok'`, `'error'` (the fill threw) or `'timeout'` (`fillTimeout` passed first). */
   readonly outcome: 'ok' | 'error' | 'timeout';
@@ -15,8 +15,11 @@ export interface FillEvent {
 /** A replica lost the fill lock and waited; this is how the wait ended. */
 export interface LockWaitEvent {
   readonly type: 'lock-wait';
+  /** The cache's name. */
   readonly cache: string;
+  /** The key waited for (events carry keys; metrics never label by them). */
   readonly key: string;
+  /** From the first lost lock attempt to the end of the wait, in milliseconds of `Date.now()`. */
   readonly durationMs: number;
   /**
    * `'hit'`: another replica's value arrived; `'acquired'`: this replica took the lock over;

@@ -109,7 +109,10 @@ export function statsByCache(): Record<string, StampedeStats> {
   return out;
 }
 
-/** Sets every counter back to zero. */
+/**
+ * Sets every counter back to zero. Meant for tests: exporters such as `@stampede/metrics` read these
+ * counters as monotonic, and Prometheus sees a reset as a counter restart.
+ */
 export function resetStats(): void {
   for (const counters of byName.values()) Object.assign(counters, zero());
 }

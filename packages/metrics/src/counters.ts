@@ -1,0 +1,43 @@
+import { STAT_NAMES, type StampedeStats, statsByCache } from '@stampede/core';
+import { Counter } from 'prom-client';
+import { type NamedMetric, snakeCase } from './metric-name.js';
+
+const HELP: Record<keyof StampedeStats, string> = {
+  hits: 'Fresh values served.',
+  staleHits: 'Stale values served at once inside the stale-while-revalidate grace.',
+  misses: 'Calls that found no fresh (or servable stale) value.',
+  fills: 'Times a fill function ran (foreground and background).',
+  fillFailures: 'Fills that threw or rejected.',
+  fillTimeouts: 'Fills that did not settle within fillTimeout.',
+  coalescedWaits: 'Misses that awaited a fill already in flight in this process instead of starting one.',
+  backgroundRefreshes: 'Stale-while-revalidate refreshes started.',
+  backgroundRefreshFailures: 'Background refreshes that failed (the stale value was kept).',
+  backgroundRefreshesSkipped:
+    'Stale reads that did not start a refresh because the process-wide cap was reached.',
+  lockAcquired: 'Distributed fill locks taken.',
+  lockContended: 'Lock attempts that found another holder (counted once per wait).',
+  lockWaitHits: "Lock waits that ended with another replica's value.",
+  lockWaitTimeouts: 'Lock waits that gave up after lockWaitTimeout and filled locally.',
+  backendErrors: 'Backend calls that failed or timed out (reads, writes, locks, decoding).',
+};
+
+/**
+ * One Counter per core stat, `<prefix><snake_case>_total`, labelled `cache`. The values live in core;
+ * each scrape copies them in, so the hit path pays nothing and a value is never counted twice.
+ */
+export function createCounters(prefix: string): NamedMetric[] {
+  return STAT_NAMES.map((stat) => {
+    const name = `${prefix}${snakeCase(stat)}_total`;
+    const metric = new Counter({
+      name,
+      help: `${HELP[stat]} Read from @stampede/core at scrape time.`,
+      labelNames: ['cache'],
+      registers: [],
+      collect(this: Counter<'cache'>) {
+        this.reset();
+        for (const [cache, counters] of Object.entries(statsByCache())) this.inc({ cache }, counters[stat]);
+      },
+    });
+    return { name, metric };
+  });
+}
