@@ -7,5 +7,6 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
-  platform: 'neutral',
+  platform: 'node',
+  removeNodeProtocol: false,
 });

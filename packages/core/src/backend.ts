@@ -1,4 +1,5 @@
 import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
+import { emit, hasListeners } from './events.js';
 import type { ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
 import { reportBackendError } from './stats.js';
@@ -115,7 +116,15 @@ export function keepLockAlive(state: CacheState, key: string, lock: FillLock, tt
         .then(() => extend.call(lock, ttl))
         .then(
           (held) => {
-            if (held === false) stopped = true;
+            if (held !== false || stopped) return;
+            stopped = true;
+            if (hasListeners()) {
+              emit({
+                type: 'warning',
+                cache: state.name,
+                message: `stampede: the fill lock for '${key}' was lost while its fill ran; another replica may fill it too`,
+              });
+            }
           },
           (error: unknown) => reportBackendError(state.name, 'extend', key, error),
         );

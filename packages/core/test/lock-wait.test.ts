@@ -159,6 +159,25 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(slow).toHaveBeenCalledTimes(1);
   });
 
+  it('warns when the lock is lost while its fill runs', async () => {
+    const messages: string[] = [];
+    const off = onStampedeEvent((event) => {
+      if (event.type === 'warning') messages.push(event.message);
+    });
+    const backend = new Backend();
+    const { cache } = replica(backend);
+    const answer = getOrComputeWith(cache, 'k', { ...LOCKED, lockTtl: 300 }, async () => {
+      backend.locks.delete('k');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      return 'done';
+    });
+    await vi.advanceTimersByTimeAsync(500);
+    expect(await answer).toBe('done');
+    off();
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toContain('lost');
+  });
+
   it('double-checks the cache after taking the lock', async () => {
     const backend = new Backend();
     const { cache } = replica(backend);

@@ -1,0 +1,94 @@
+import { describeCacheConformance } from '@stampede/test-suite';
+import { type RedisClusterServer, randomPrefix, startRedisCluster } from '@stampede/test-support';
+import { Cluster } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
+import { deletePrefix, herd, startReplicas, stopWorkers, totals } from './helpers.js';
+import { describeLockBehaviour } from './lock-behaviour.js';
+
+// A real 3-master Redis Cluster on free ports, started for this file and stopped after it.
+const prefix = randomPrefix('redis-cluster');
+let started: Promise<{ server: RedisClusterServer; client: Cluster }> | undefined;
+const caches: RedisCache[] = [];
+
+function cluster(): Promise<{ server: RedisClusterServer; client: Cluster }> {
+  started ??= (async () => {
+    const server = await startRedisCluster(3);
+    const client = new Cluster([...server.nodes]);
+    await client.ping();
+    return { server, client };
+  })();
+  return started;
+}
+
+afterAll(async () => {
+  if (started === undefined) return;
+  const { server, client } = await started;
+  await Promise.all(caches.map((cache) => cache.close()));
+  await deletePrefix(client, prefix);
+  client.disconnect();
+  await server.stop();
+});
+
+describeCacheConformance({
+  name: 'redis (3-master cluster)',
+  clock: 'real',
+  async create() {
+    const { client } = await cluster();
+    const cache = createRedisCache({ client, prefix: `${prefix}${caches.length}:` });
+    caches.push(cache);
+    return cache;
+  },
+});
+
+describeLockBehaviour('redis (3-master cluster)', {
+  prefix: `${prefix}lock:`,
+  client: async () => (await cluster()).client,
+});
+
+describe('hash slots (3-master cluster)', () => {
+  it.each(['plain', 'a{b}c', '{braces}', '{}', '}{', 'unicode: héllo 🚀'])(
+    'puts the value, lock and channel of %j in one slot',
+    async (key) => {
+      const { client } = await cluster();
+      const names = redisKeys(prefix, key);
+      const slots = await Promise.all(
+        [names.value, names.lock, names.channel].map((name) => client.cluster('KEYSLOT', name)),
+      );
+      expect(new Set(slots).size).toBe(1);
+    },
+  );
+
+  it('spreads different keys over the masters', async () => {
+    const { client } = await cluster();
+    const slots = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => client.cluster('KEYSLOT', redisKeys(prefix, `spread-${i}`).value)),
+    );
+    expect(new Set(slots).size).toBeGreaterThan(20);
+  });
+});
+
+describe('replica processes on the cluster', () => {
+  it('fill once in total for 3 replicas x 100 callers with distributedFillLock', async () => {
+    const { server } = await cluster();
+    const workers = await startReplicas(3, { clusterNodes: server.nodes, prefix: `${prefix}fleet:` });
+    try {
+      const sum = totals(
+        await herd(workers, {
+          key: 'cluster-herd',
+          callers: 100,
+          fillMs: 300,
+          options: { ttl: 60_000, distributedFillLock: true, lockPollInterval: 1_000 },
+        }),
+      );
+      console.log(
+        `[cluster] 3 replicas x 100 callers: ${sum.fills} fill(s), slowest ${sum.maxMs} ms (push wake-up)`,
+      );
+      expect(sum.errors).toEqual([]);
+      expect(sum.answered).toBe(300);
+      expect(sum.fills).toBe(1);
+    } finally {
+      await stopWorkers(workers);
+    }
+  });
+});

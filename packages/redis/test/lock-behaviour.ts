@@ -1,0 +1,143 @@
+import { type FillOutcome, getOrComputeWith } from '@stampede/core';
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createContext } from '../src/context.js';
+import { fillLockHandle } from '../src/fill-lock.js';
+import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What the lock tests need: a connected client and a prefix of their own. */
+export interface LockSetup {
+  client(): Promise<Redis | Cluster>;
+  prefix: string;
+}
+
+/** The fill-lock and push wake-up tests, run against a standalone Redis and a Redis Cluster. */
+export function describeLockBehaviour(name: string, setup: LockSetup): void {
+  describe(`fill lock and push wake-up: ${name}`, () => {
+    const caches: RedisCache[] = [];
+    let count = 0;
+    const newCache = async (options: { pushWakeUp?: boolean } = {}) => {
+      // Each cache object is a separate core state: as far as coalescing goes, another replica.
+      const cache = createRedisCache({
+        client: await setup.client(),
+        prefix: setup.prefix,
+        name: `lock-${count++}`,
+        ...options,
+      });
+      caches.push(cache);
+      return cache;
+    };
+
+    afterAll(async () => {
+      await Promise.all(caches.map((cache) => cache.close()));
+    });
+
+    it('cannot be released or extended by a foreign token', async () => {
+      const cache = await newCache();
+      const client = await setup.client();
+      const lockKey = redisKeys(setup.prefix, 'foreign').lock;
+      const lock = await cache.tryAcquireFillLock('foreign', 2_000);
+      expect(lock).toBeDefined();
+      const owner = await client.get(lockKey);
+      const foreign = fillLockHandle(
+        createContext(client, 'foreign', setup.prefix, 1_000),
+        'foreign',
+        'not-the-token',
+      );
+      expect(await foreign.extend?.(60_000)).toBe(false);
+      expect(await client.pttl(lockKey)).toBeLessThanOrEqual(2_000);
+      await foreign.release('filled');
+      expect(await client.get(lockKey)).toBe(owner);
+      expect(await cache.tryAcquireFillLock('foreign', 2_000)).toBeUndefined();
+      expect(await lock?.extend?.(5_000)).toBe(true);
+      expect(await client.pttl(lockKey)).toBeGreaterThan(2_000);
+      await lock?.release('filled');
+      expect(await client.exists(lockKey)).toBe(0);
+      expect(await lock?.extend?.(5_000)).toBe(false);
+    });
+
+    it('does not let a lapsed holder extend the next holder', async () => {
+      const cache = await newCache();
+      const client = await setup.client();
+      const old = await cache.tryAcquireFillLock('lapsed', 100);
+      await sleep(250);
+      const current = await cache.tryAcquireFillLock('lapsed', 1_500);
+      expect(current).toBeDefined();
+      expect(await old?.extend?.(60_000)).toBe(false);
+      expect(await client.pttl(redisKeys(setup.prefix, 'lapsed').lock)).toBeLessThanOrEqual(1_500);
+      await current?.release('failed');
+    });
+
+    it('keeps a fill longer than lockTtl single (the core extends the lock)', async () => {
+      const [a, b] = [await newCache(), await newCache()];
+      let fills = 0;
+      const fill = async () => {
+        fills++;
+        await sleep(1_000);
+        return 'slow';
+      };
+      const options = { ttl: 60_000, distributedFillLock: true, lockTtl: 300, lockWaitTimeout: 10_000 };
+      const first = getOrComputeWith(a, 'long-fill', options, fill);
+      await sleep(100);
+      const second = getOrComputeWith(b, 'long-fill', options, fill);
+      expect(await Promise.all([first, second])).toEqual(['slow', 'slow']);
+      expect(fills).toBe(1);
+    });
+
+    it("lets another replica fill once a crashed holder's lock lapses", async () => {
+      const [crashed, survivor] = [await newCache(), await newCache()];
+      // Taken and never released nor extended: what a SIGKILLed holder leaves behind.
+      expect(await crashed.tryAcquireFillLock('crash', 400)).toBeDefined();
+      const started = Date.now();
+      let fills = 0;
+      const value = await getOrComputeWith(
+        survivor,
+        'crash',
+        { ttl: 60_000, distributedFillLock: true, lockTtl: 400, lockWaitTimeout: 10_000 },
+        () => {
+          fills++;
+          return 'survivor';
+        },
+      );
+      expect(value).toBe('survivor');
+      expect(fills).toBe(1);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    });
+
+    it('announces filled and failed to listeners on other connections, and stops when asked', async () => {
+      const [holder, waiter] = [await newCache(), await newCache()];
+      const heard: FillOutcome[] = [];
+      const stop = waiter.onFillDone('announced', (outcome) => heard.push(outcome));
+      // The subscription is asynchronous; give it a moment, as a lock loser's first poll would.
+      await sleep(200);
+      await (await holder.tryAcquireFillLock('announced', 2_000))?.release('filled');
+      await (await holder.tryAcquireFillLock('announced', 2_000))?.release('failed');
+      const deadline = Date.now() + 2_000;
+      while (heard.length < 2 && Date.now() < deadline) await sleep(10);
+      expect(heard).toEqual(['filled', 'failed']);
+      stop();
+      await sleep(100);
+      await (await holder.tryAcquireFillLock('announced', 2_000))?.release('filled');
+      await sleep(200);
+      expect(heard).toEqual(['filled', 'failed']);
+    });
+
+    it('wakes a lock loser long before its first poll', async () => {
+      const [a, b] = [await newCache(), await newCache()];
+      const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 1_000 };
+      const first = getOrComputeWith(a, 'woken', options, async () => {
+        await sleep(300);
+        return 'pushed';
+      });
+      await sleep(50);
+      const started = Date.now();
+      expect(await getOrComputeWith(b, 'woken', options, () => 'local')).toBe('pushed');
+      const waited = Date.now() - started;
+      await first;
+      // The first poll would come 1 s after losing; the push arrives when the 300 ms fill ends.
+      expect(waited).toBeLessThan(900);
+    });
+  });
+}

@@ -1,0 +1,214 @@
+import {
+  type BackendErrorEvent,
+  getOrCompute,
+  getOrComputeWith,
+  inFlightCount,
+  invalidate,
+  jsonSerializer,
+  onStampedeEvent,
+  setValue,
+} from '@stampede/core';
+import { freePort, randomPrefix, testRedis } from '@stampede/test-support';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisCache, isRedisCacheError, type RedisCache, redisKeys } from '../src/index.js';
+import { deletePrefix } from './helpers.js';
+
+const prefix = randomPrefix('redis-cache');
+let client: Redis;
+const caches: RedisCache[] = [];
+let events: BackendErrorEvent[] = [];
+let stopListening: () => void;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const newCache = (options: Partial<Parameters<typeof createRedisCache>[0]> = {}) => {
+  const cache = createRedisCache({ client, prefix, name: `cache-${caches.length}`, ...options });
+  caches.push(cache);
+  return cache;
+};
+
+beforeAll(async () => {
+  client = new Redis((await testRedis()).url);
+  stopListening = onStampedeEvent((event) => {
+    if (event.type === 'backend-error') events.push(event);
+  });
+});
+afterEach(() => {
+  events = [];
+});
+afterAll(async () => {
+  stopListening();
+  await Promise.all(caches.map((cache) => cache.close()));
+  await deletePrefix(client, prefix);
+  client.disconnect();
+  await (await testRedis()).stop();
+});
+
+describe('stored format', () => {
+  it('stores the versioned envelope with a physical TTL of ttl + grace (PX, ms)', async () => {
+    const cache = newCache();
+    await getOrComputeWith(cache, 'format', { ttl: 60_000, staleWhileRevalidate: 30_000 }, () => ({ n: 1 }));
+    const key = redisKeys(prefix, 'format').value;
+    expect(await client.get(key)).toMatch(/^s1\|\d+\|\d+\|\d+\|\{"n":1\}$/);
+    const pttl = await client.pttl(key);
+    expect(pttl).toBeGreaterThan(85_000);
+    expect(pttl).toBeLessThanOrEqual(90_000);
+  });
+
+  it('uses a pluggable serializer', async () => {
+    const serializer = {
+      serialize: (value: unknown) => `custom:${jsonSerializer.serialize(value)}`,
+      deserialize: (text: string) => jsonSerializer.deserialize(text.slice('custom:'.length)),
+    };
+    const cache = newCache({ serializer });
+    await setValue(cache, 'custom', [1, 2], { ttl: 60_000 });
+    expect(await client.get(redisKeys(prefix, 'custom').value)).toMatch(/\|custom:\[1,2\]$/);
+    expect((await cache.get('custom'))?.value).toEqual([1, 2]);
+  });
+
+  it.each([
+    ['garbage', 'not an envelope'],
+    ['another version', 's9|1|2|3|{}'],
+    ['a bad payload', `s1|${Date.now()}|${Date.now() + 60_000}|${Date.now() + 60_000}|{not json`],
+  ])('reads %s as a miss plus a counted decode event, then fills over it', async (_label, stored) => {
+    const cache = newCache();
+    const key = `undecodable-${_label}`;
+    await client.set(redisKeys(prefix, key).value, stored);
+    expect(await cache.get(key)).toBeUndefined();
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ operation: 'decode', key, cache: cache.name });
+    expect(isRedisCacheError(events[0]?.error)).toBe(true);
+    expect(await getOrCompute(cache, key, 60_000, () => 'repaired')).toBe('repaired');
+    expect((await cache.get(key))?.value).toBe('repaired');
+  });
+
+  it.each([
+    ['a BigInt', () => 10n],
+    [
+      'a cycle',
+      () => {
+        const cyclic: { self?: unknown } = {};
+        cyclic.self = cyclic;
+        return cyclic;
+      },
+    ],
+  ])('gives the caller %s it cannot store, with a clear error event', async (_label, make) => {
+    const cache = newCache();
+    const value = make();
+    expect(await getOrCompute(cache, `unserialisable-${_label}`, 60_000, () => value)).toBe(value);
+    expect(events).toHaveLength(1);
+    expect(events[0]?.operation).toBe('set');
+    expect(events[0]?.error).toMatchObject({
+      code: 'STAMPEDE_REDIS_ENCODE',
+      key: `unserialisable-${_label}`,
+    });
+    expect(String(events[0]?.error)).toMatch(/cannot serialise/);
+    expect(await client.exists(redisKeys(prefix, `unserialisable-${_label}`).value)).toBe(0);
+    await expect(setValue(cache, 'unserialisable-direct', 1n)).rejects.toMatchObject({
+      code: 'STAMPEDE_REDIS_ENCODE',
+    });
+  });
+});
+
+describe('stale-write guard across replicas', () => {
+  it('keeps an invalidation from being undone by a fill that started before it', async () => {
+    // Two cache objects are two core states: the in-process guard cannot help, only Redis can.
+    const [filler, invalidator] = [newCache(), newCache()];
+    let release: () => void = () => {};
+    const slow = getOrCompute(
+      filler,
+      'guarded',
+      60_000,
+      () =>
+        new Promise<string>((resolve) => {
+          release = () => resolve('before the invalidation');
+        }),
+    );
+    await sleep(20);
+    await invalidate(invalidator, 'guarded');
+    release();
+    expect(await slow).toBe('before the invalidation');
+    // The refused write has landed once the flight leaves the registry (the core keeps a settled
+    // flight joinable until its write lands).
+    while (inFlightCount(filler) !== 0) await sleep(5);
+    expect(await filler.get('guarded')).toBeUndefined();
+    expect(await getOrCompute(filler, 'guarded', 60_000, () => 'after')).toBe('after');
+    expect((await invalidator.get('guarded'))?.value).toBe('after');
+  });
+
+  it('writes a bounded tombstone that reads as a miss', async () => {
+    const cache = newCache({ tombstoneTtl: 5_000 });
+    await setValue(cache, 'tombstone', 'v', { ttl: 60_000 });
+    await invalidate(cache, 'tombstone');
+    const key = redisKeys(prefix, 'tombstone').value;
+    expect(await client.get(key)).toMatch(/^t\|\d+$/);
+    expect(await client.pttl(key)).toBeGreaterThan(0);
+    expect(await client.pttl(key)).toBeLessThanOrEqual(5_000);
+    expect(await cache.get('tombstone')).toBeUndefined();
+    expect(events).toEqual([]);
+  });
+
+  it('never replaces a newer entry, whoever wrote it', async () => {
+    const [a, b] = [newCache(), newCache()];
+    const now = Date.now();
+    await a.set(
+      'newer',
+      { value: 'new', createdAt: now, freshUntil: now + 60_000, staleUntil: now + 60_000 },
+      { ttl: 60_000 },
+    );
+    await b.set(
+      'newer',
+      { value: 'old', createdAt: now - 5, freshUntil: now + 60_000, staleUntil: now + 60_000 },
+      { ttl: 60_000 },
+    );
+    expect((await b.get('newer'))?.value).toBe('new');
+  });
+});
+
+describe('faults', () => {
+  it('bounds every call in time when Redis is unreachable, and the fill still answers', async () => {
+    // Nothing listens on this port: ioredis keeps the commands in its offline queue.
+    const port = await freePort();
+    const unreachable = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: null });
+    unreachable.on('error', () => {});
+    const cache = createRedisCache({ client: unreachable, prefix, operationTimeout: 150 });
+    try {
+      const started = Date.now();
+      await expect(cache.get('k')).rejects.toMatchObject({ code: 'STAMPEDE_REDIS_TIMEOUT', key: 'k' });
+      await expect(cache.tryAcquireFillLock('k', 1_000)).rejects.toMatchObject({
+        code: 'STAMPEDE_REDIS_TIMEOUT',
+      });
+      await expect(cache.delete('k')).rejects.toMatchObject({ code: 'STAMPEDE_REDIS_TIMEOUT' });
+      expect(Date.now() - started).toBeLessThan(2_000);
+      const answered = Date.now();
+      const value = await getOrComputeWith(
+        cache,
+        'k',
+        { ttl: 60_000, distributedFillLock: true },
+        () => 'local',
+      );
+      expect(value).toBe('local');
+      expect(Date.now() - answered).toBeLessThan(2_000);
+      // The caller has its value before the (timing-out) write ends.
+      await sleep(300);
+      expect(events.map((event) => event.operation).sort()).toEqual(['get', 'lock', 'set']);
+    } finally {
+      await cache.close();
+      unreachable.disconnect();
+    }
+  });
+
+  it('closes only the subscriber connection it opened', async () => {
+    const own = new Redis((await testRedis()).url);
+    const cache = createRedisCache({ client: own, prefix });
+    const stop = cache.onFillDone('closing', () => {});
+    await sleep(100);
+    const name = (await own.client('ID')) as number;
+    stop();
+    await cache.close();
+    expect(await own.ping()).toBe('PONG');
+    expect(name).toBeGreaterThan(0);
+    expect(cache.onFillDone('closing', () => {})).toBeTypeOf('function');
+    own.disconnect();
+  });
+});
