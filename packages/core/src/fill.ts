@@ -15,6 +15,22 @@ export function detach(state: CacheState, flight: Flight): void {
   if (state.flights.get(flight.key) === flight) state.flights.delete(flight.key);
 }
 
+/**
+ * How long a settled flight whose write has not landed yet stays joinable. Normally the write lands
+ * first; but a write that never completes (a platform that freezes work left after the response, as
+ * edge runtimes do) must not pin an old value in the registry.
+ */
+export const SETTLED_JOIN_WINDOW_MS = 1_000;
+
+/** The flight callers of `key` may join now, if any. */
+export function joinableFlight(state: CacheState, key: string): Flight | undefined {
+  const flight = state.flights.get(key);
+  if (flight === undefined || flight.result === undefined) return flight;
+  if (Date.now() - flight.settledAt <= SETTLED_JOIN_WINDOW_MS) return flight;
+  detach(state, flight);
+  return undefined;
+}
+
 function fillEvent(
   state: CacheState,
   flight: Flight,
@@ -90,6 +106,16 @@ function deliver(
   }
   flight.settle({ ok: true, value });
   return pending.then(() => detach(state, flight));
+}
+
+/** Gives unfinished work to the platform's `waitUntil`, when the caller supplied one. */
+export function handOff(options: ResolvedOptions, work: Promise<unknown>): void {
+  if (options.waitUntil === undefined) return;
+  try {
+    options.waitUntil(work);
+  } catch {
+    // The platform refusing to extend the request only shortens the work's life.
+  }
 }
 
 /**

@@ -37,6 +37,8 @@ export class Flight {
   invalidated = false;
   /** Set once; later settles are ignored. */
   result: FlightResult | undefined = undefined;
+  /** When it settled (ms since the epoch); 0 before. */
+  settledAt = 0;
   /** The `fillTimeout` timer, if any. */
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** Called when the last caller leaves an unsettled foreground fill. */
@@ -64,6 +66,7 @@ export class Flight {
     if (settled !== undefined) {
       return settled.ok ? Promise.resolve(settled.value) : Promise.reject(this.errorFor(settled, leader));
     }
+    if (signal?.aborted) return Promise.reject(signal.reason);
     this.callers++;
     if (signal === undefined) {
       if (leader) {
@@ -95,6 +98,7 @@ export class Flight {
   settle(result: FlightResult): boolean {
     if (this.result !== undefined) return false;
     this.result = result;
+    this.settledAt = Date.now();
     this.callers = 0;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.onSettle?.();

@@ -4,7 +4,8 @@ import type { Cache, CacheEntry } from './cache.js';
 import { coarseNow } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
-import { execute, type FillFn, startFlight } from './fill.js';
+import { execute, type FillFn, handOff, joinableFlight, startFlight } from './fill.js';
+import type { Flight } from './flight.js';
 import {
   type FillContext,
   type GetOrComputeOptions,
@@ -58,8 +59,9 @@ export function getOrCompute<T>(
     return Promise.reject(error);
   }
   if (state.flights.size !== 0) {
-    const flight = state.flights.get(key);
-    if (flight !== undefined && !flight.background) return coalesce(state, key, ttlOnly(ttlMs)) as Promise<T>;
+    const flight = joinableFlight(state, key);
+    if (flight !== undefined && !flight.background)
+      return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
   const read = readEntry(state, key);
   if (read === undefined || !isThenable(read)) {
@@ -104,23 +106,41 @@ export function getOrComputeWith<T>(
   const signal = resolved.signal;
   if (signal?.aborted) return Promise.reject(signal.reason);
   if (state.flights.size !== 0 && resolved.grace === 0) {
-    const flight = state.flights.get(key);
-    if (flight !== undefined && !flight.background) return coalesce(state, key, resolved) as Promise<T>;
+    const flight = joinableFlight(state, key);
+    if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
   }
   const read = readEntry(state, key);
   if (read === undefined || !isThenable(read)) {
     return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   }
-  return read.then((entry) => afterRead(state, key, entry, resolved, fill as FillFn)) as Promise<T>;
+  const answer = read.then((entry) => afterRead(state, key, entry, resolved, fill as FillFn)) as Promise<T>;
+  return signal === undefined ? answer : untilAborted(answer, signal);
 }
 
-/** Joins the fill in flight for `key` (a miss that coalesces). */
-function coalesce(state: CacheState, key: string, options: ResolvedOptions): Promise<unknown> {
+/** `promise`, unless `signal` aborts first (a caller leaving while its read is still in flight). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Joins a fill in flight (a miss that coalesces). */
+function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): Promise<unknown> {
   const { counters } = state;
   counters.misses++;
   counters.coalescedWaits++;
-  // biome-ignore lint/style/noNonNullAssertion: the caller saw it registered
-  return state.flights.get(key)!.join(false, options.signal);
+  return flight.join(false, options.signal);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -140,19 +160,19 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (!state.flights.has(key)) refreshInBackground(state, key, options, fill, entry.value);
+      if (joinableFlight(state, key) === undefined)
+        refreshInBackground(state, key, options, fill, entry.value);
       return Promise.resolve(entry.value);
     }
   }
+  const inFlight = joinableFlight(state, key);
+  if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
-  const inFlight = state.flights.get(key);
-  if (inFlight !== undefined) {
-    counters.coalescedWaits++;
-    return inFlight.join(false, options.signal);
-  }
   const flight = startFlight(state, key, options, false);
   const answer = flight.join(true, options.signal);
-  void execute(state, flight, options, fill, entry?.value);
+  // The write and the lock release finish after the callers have their value: on platforms that
+  // freeze work left after the response, they need the request's waitUntil.
+  handOff(options, execute(state, flight, options, fill, entry?.value));
   return answer;
 }
 
@@ -171,12 +191,5 @@ function refreshInBackground(
   }
   state.counters.backgroundRefreshes++;
   const flight = startFlight(state, key, options, true);
-  const done = execute(state, flight, options, fill, stale);
-  if (options.waitUntil !== undefined) {
-    try {
-      options.waitUntil(done);
-    } catch {
-      // The platform refusing to extend the request only shortens the refresh's life.
-    }
-  }
+  handOff(options, execute(state, flight, options, fill, stale));
 }

@@ -1,9 +1,12 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { getOrComputeWith, inFlightCount, resetStats } from '../src/index.js';
-import { deferred, flush, settle, testCache } from './helpers.js';
+import { Backend, deferred, flush, settle, testCache } from './helpers.js';
 
 beforeEach(() => {
   resetStats();
+});
+afterEach(() => {
+  vi.useRealTimers();
 });
 
 describe('abort signals', () => {
@@ -83,5 +86,51 @@ describe('abort signals', () => {
     expect(fillSignal?.aborted).toBe(false);
     gate.resolve(5);
     expect(await patient).toBe(5);
+  });
+});
+
+describe('a caller may abort in every phase', () => {
+  it('during a slow read: it rejects at once, nothing is filled for it', async () => {
+    const cache = testCache();
+    const read = deferred<undefined>();
+    cache.get = () => read.promise;
+    const controller = new AbortController();
+    const fill = vi.fn(() => 'v');
+    const caller = settle(getOrComputeWith(cache, 'k', { signal: controller.signal }, fill));
+    controller.abort(new Error('left during read'));
+    read.resolve(undefined);
+    const result = await caller;
+    expect(result.ok).toBe(false);
+    await flush();
+    expect(inFlightCount(cache)).toBe(0);
+  });
+
+  it('during the lock wait: the wait stops, the lock is never taken, the registry ends empty', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const backend = new Backend();
+    backend.lock('k', 60_000);
+    const cache = testCache({ backend, lock: true });
+    const controller = new AbortController();
+    const fill = vi.fn(() => 'v');
+    const caller = settle(
+      getOrComputeWith(cache, 'k', { distributedFillLock: true, signal: controller.signal }, fill),
+    );
+    await vi.advanceTimersByTimeAsync(120);
+    controller.abort(new Error('left during lock wait'));
+    await vi.advanceTimersByTimeAsync(10_000);
+    const result = await caller;
+    expect(result.ok).toBe(false);
+    expect((result as { error: Error }).error.message).toBe('left during lock wait');
+    expect(fill).not.toHaveBeenCalled();
+    expect(inFlightCount(cache)).toBe(0);
+    expect(cache.calls.lock).toBe(2);
+  });
+
+  it('after the fill settled: aborting later changes nothing', async () => {
+    const cache = testCache();
+    const controller = new AbortController();
+    expect(await getOrComputeWith(cache, 'k', { signal: controller.signal }, () => 'v')).toBe('v');
+    controller.abort();
+    expect(await getOrComputeWith(cache, 'k', {}, () => 'other')).toBe('v');
   });
 });

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { getOrCompute, getValue, inFlightCount, resetStats, stats } from '../src/index.js';
+import { getOrCompute, getOrComputeWith, getValue, inFlightCount, resetStats, stats } from '../src/index.js';
 import { deferred, testCache } from './helpers.js';
 
 beforeEach(() => {
@@ -102,5 +102,30 @@ describe('expiry', () => {
     expect(new Set(values)).toEqual(new Set(['new']));
     expect(stats()).toMatchObject({ fills: 1, coalescedWaits: 499, misses: 500 });
     expect(await getValue(cache, 'k')).toBe('new');
+  });
+});
+
+describe('a write that never lands', () => {
+  it('keeps its settled fill joinable for at most a second, then callers read and fill again', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const cache = testCache();
+    cache.set = () => new Promise<void>(() => {});
+    const fill = vi.fn(async () => 'v');
+    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('v');
+    expect(inFlightCount(cache)).toBe(1);
+    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('v');
+    expect(fill).toHaveBeenCalledTimes(1);
+    await vi.advanceTimersByTimeAsync(1_001);
+    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('v');
+    expect(fill).toHaveBeenCalledTimes(2);
+  });
+
+  it('hands the write to waitUntil when the caller gives one', async () => {
+    const cache = testCache({ async: true });
+    const waitUntil = vi.fn();
+    expect(await getOrComputeWith(cache, 'k', { ttl: 1_000, waitUntil }, () => 'v')).toBe('v');
+    expect(waitUntil).toHaveBeenCalledTimes(1);
+    await waitUntil.mock.calls[0]?.[0];
+    expect(cache.backend.read('k')?.value).toBe('v');
   });
 });

@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Harness, startHarness } from './harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness('rest-sub');
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function subscribers(channel: string): Promise<number> {
+  const reply = (await h.direct.pubsub('NUMSUB', channel)) as [string, number];
+  return Number(reply[1]);
+}
+
+describe.each([{ autoPipelining: true }, { autoPipelining: false }])('9. subscribe over SSE, %o', (mode) => {
+  it('delivers the subscribe event first, then payloads with commas intact, and lets go on unsubscribe', async () => {
+    const redis = h.client(mode);
+    const channel = `${h.prefix}chan-${mode.autoPipelining}`;
+    const events: string[] = [];
+    const messages: unknown[] = [];
+    const subscriber = redis.subscribe<unknown>([channel]);
+    subscriber.on('subscribe', (count) => events.push(`subscribe ${count}`));
+    subscriber.on('message', ({ message }) => messages.push(message));
+
+    await until(() => events.length > 0);
+    expect(events).toEqual(['subscribe 1']);
+    expect(h.server.subscriptionCount()).toBe(1);
+    expect(await subscribers(channel)).toBe(1);
+
+    await redis.publish(channel, 'a,b,c');
+    await redis.publish(channel, { text: 'héllo, 🚀', list: [1, 2] });
+    await until(() => messages.length === 2);
+    expect(messages).toEqual(['a,b,c', { text: 'héllo, 🚀', list: [1, 2] }]);
+
+    await subscriber.unsubscribe();
+    await until(() => h.server.subscriptionCount() === 0);
+    await until(async () => (await subscribers(channel)) === 0);
+  });
+
+  it('serves psubscribe with the pattern and channel in each message', async () => {
+    const redis = h.client(mode);
+    const pattern = `${h.prefix}p-${mode.autoPipelining}:*`;
+    const channel = `${h.prefix}p-${mode.autoPipelining}:one`;
+    const seen: { pattern: string; channel: string; message: unknown }[] = [];
+    let subscribed = false;
+    const subscriber = redis.psubscribe<unknown>([pattern]);
+    subscriber.on('psubscribe', () => {
+      subscribed = true;
+    });
+    subscriber.on('pmessage', (event) => seen.push(event));
+    await until(() => subscribed);
+    // The client JSON-parses pattern messages without a fallback, so publish JSON (with commas).
+    await redis.publish(channel, { csv: 'x,y' });
+    await until(() => seen.length === 1);
+    expect(seen[0]).toEqual({ pattern, channel, message: { csv: 'x,y' } });
+    await subscriber.unsubscribe();
+    await until(() => h.server.subscriptionCount() === 0);
+  });
+});

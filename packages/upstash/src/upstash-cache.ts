@@ -1,0 +1,188 @@
+import {
+  type Cache,
+  type CacheEntry,
+  type CacheSetOptions,
+  type Duration,
+  decodeEnvelope,
+  encodeEnvelope,
+  type FillLock,
+  jsonSerializer,
+  type Serializer,
+  toMilliseconds,
+} from '@stampede/core';
+import { assertUpstashClient, type UpstashClient } from './client.js';
+import { UpstashCacheError } from './errors.js';
+import { acquireFillLock } from './fill-lock.js';
+import { upstashKeys } from './keys.js';
+import { callUpstash, keepAlive, type OperationContext, report } from './operation.js';
+import { runScript, TOMBSTONE_PREFIX, WRITE_SCRIPT } from './scripts.js';
+
+/** Options of {@link createUpstashCache}. */
+export interface UpstashCacheOptions {
+  /**
+   * The `@upstash/redis` client to use (`Redis` from `@upstash/redis`, `@upstash/redis/cloudflare`
+   * or `@upstash/redis/fastly`), with `automaticDeserialization` on or off. You own it.
+   */
+  client: UpstashClient;
+  /**
+   * Put before every key name this cache writes; two caches with different prefixes never see each
+   * other's entries.
+   * @default 'stampede:'
+   */
+  prefix?: string | undefined;
+  /** The cache's name in stats, events and metric labels. @default 'upstash' */
+  name?: string | undefined;
+  /** Turns values into text and back. @default jsonSerializer (JSON.stringify / JSON.parse) */
+  serializer?: Serializer | undefined;
+  /**
+   * Longest wait for any one Upstash request (the client's own retries included); a request that
+   * takes longer fails: a read is then a miss, a write or a lock attempt a reported fault, and the
+   * fill runs locally.
+   * @default 1000 (ms)
+   */
+  operationTimeout?: Duration | undefined;
+  /**
+   * How long a delete's tombstone is kept. While it is, a fill that started before the delete cannot
+   * write its (older) value, on any replica. Raise it if your fills can run longer.
+   * @default 10000 (ms)
+   */
+  tombstoneTtl?: Duration | undefined;
+  /**
+   * Hands every write, delete and lock release to the platform so it finishes after the response
+   * is sent. The core writes a fill's value (and releases the lock) after its callers have the
+   * value; on Cloudflare Workers and Vercel's Edge runtime work left pending after the response is
+   * cancelled, so pass the platform's global `waitUntil` there (`import { waitUntil } from
+   * 'cloudflare:workers'`, or from `@vercel/functions`). Not needed on Node servers.
+   * @default undefined
+   */
+  waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
+/** A {@link Cache} on Upstash Redis over HTTP, with the distributed fill lock. */
+export interface UpstashCache extends Cache {
+  readonly name: string;
+  /** The key prefix. */
+  readonly prefix: string;
+  /** The client given in the options. */
+  readonly client: UpstashClient;
+  get(key: string): Promise<CacheEntry | undefined>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  delete(key: string): Promise<void>;
+  tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function positive(value: Duration, field: string): number {
+  const ms = toMilliseconds(value, field);
+  if (ms < 1) throw new RangeError(`${field} must be at least 1ms; got ${ms}`);
+  return ms;
+}
+
+function checkOptions(options: UpstashCacheOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError('options must be an object with a client from @upstash/redis');
+  }
+  assertUpstashClient(options.client);
+  const { prefix, name, serializer } = options;
+  if (prefix !== undefined && typeof prefix !== 'string') {
+    throw new TypeError(`options.prefix must be a string; got ${typeof prefix}`);
+  }
+  if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
+    throw new TypeError('options.name must be a non-empty string');
+  }
+  if (options.waitUntil !== undefined && typeof options.waitUntil !== 'function') {
+    throw new TypeError(`options.waitUntil must be a function; got ${typeof options.waitUntil}`);
+  }
+  if (
+    serializer !== undefined &&
+    (typeof serializer?.serialize !== 'function' || typeof serializer.deserialize !== 'function')
+  ) {
+    throw new TypeError('options.serializer must have serialize and deserialize functions');
+  }
+}
+
+/**
+ * A cache on Upstash Redis through `@upstash/redis` (HTTP, so it runs on serverless and edge
+ * runtimes). Entries are stored as the versioned envelope (`s1|createdAt|freshUntil|staleUntil|payload`,
+ * never valid JSON, so the client's `automaticDeserialization` hands it back untouched) with a
+ * physical TTL of `ttl + grace`; a write never replaces a newer entry, and a delete leaves a short
+ * tombstone so a fill that started before it cannot bring the value back. Implements the
+ * distributed fill lock; lock losers poll with the core's back-off.
+ *
+ * @example
+ * import { Redis } from '@upstash/redis';
+ * const cache = createUpstashCache({ client: Redis.fromEnv() });
+ * const count = await getOrComputeWith(cache, 'bookmark_count',
+ *   { ttl: '30s', distributedFillLock: true }, () => countBookmarksInDb());
+ */
+export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
+  checkOptions(options);
+  const { client, prefix = 'stampede:', name = 'upstash', serializer = jsonSerializer } = options;
+  const operationTimeout =
+    options.operationTimeout === undefined
+      ? 1_000
+      : positive(options.operationTimeout, 'options.operationTimeout');
+  const tombstoneTtl =
+    options.tombstoneTtl === undefined ? 10_000 : positive(options.tombstoneTtl, 'options.tombstoneTtl');
+  const context: OperationContext = { name, operationTimeout, waitUntil: options.waitUntil };
+
+  return {
+    name,
+    prefix,
+    client,
+    async get(key) {
+      const stored = await callUpstash(context, 'get', key, () =>
+        client.get<unknown>(upstashKeys(prefix, key).value),
+      );
+      if (stored === null || stored === undefined) return undefined;
+      if (typeof stored === 'string' && stored.startsWith(TOMBSTONE_PREFIX)) return undefined;
+      try {
+        return decodeEnvelope(stored, serializer);
+      } catch (cause) {
+        const error = new UpstashCacheError(
+          'STAMPEDE_UPSTASH_DECODE',
+          `cannot decode the entry of '${key}' (read as a miss): ${describe(cause)}`,
+          { key, cause },
+        );
+        report(context, 'decode', key, error);
+        return undefined;
+      }
+    },
+    async set(key, entry, { ttl }) {
+      if (ttl !== undefined && !(ttl > 0)) return;
+      let text: string;
+      try {
+        text = encodeEnvelope(entry, serializer);
+      } catch (cause) {
+        throw new UpstashCacheError(
+          'STAMPEDE_UPSTASH_ENCODE',
+          `cannot serialise the value of '${key}' (not stored): ${describe(cause)}`,
+          { key, cause },
+        );
+      }
+      const px = ttl === undefined || ttl === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(ttl));
+      const createdAt = String(Math.round(entry.createdAt));
+      await keepAlive(
+        context,
+        callUpstash(context, 'set', key, () =>
+          runScript(client, WRITE_SCRIPT, [upstashKeys(prefix, key).value], [text, createdAt, px]),
+        ),
+      );
+    },
+    async delete(key) {
+      const tombstone = `${TOMBSTONE_PREFIX}${Date.now()}`;
+      await keepAlive(
+        context,
+        callUpstash(context, 'delete', key, () =>
+          client.set(upstashKeys(prefix, key).value, tombstone, { px: Math.ceil(tombstoneTtl) }),
+        ),
+      );
+    },
+    tryAcquireFillLock(key, ttl) {
+      return acquireFillLock(client, context, prefix, key, ttl);
+    },
+  };
+}

@@ -1,0 +1,158 @@
+import { type CacheEntry, getOrComputeWith, invalidate, resetStats, stats } from '@stampede/core';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createUpstashCache, isUpstashCacheError, upstashKeys } from '../src/index.js';
+import { type Harness, startHarness } from './harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness('upstash-cache');
+});
+afterAll(async () => {
+  await h?.stop();
+});
+beforeEach(() => {
+  resetStats();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function entry(value: unknown, createdAt: number, ttl = 60_000): CacheEntry {
+  return { value, createdAt, freshUntil: createdAt + ttl, staleUntil: createdAt + ttl };
+}
+
+describe.each([{ automaticDeserialization: true }, { automaticDeserialization: false }])(
+  'the stored envelope, %o',
+  (mode) => {
+    it('is an s1| string the client hands back untouched, whatever the value', async () => {
+      const client = h.client(mode);
+      const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
+      // Values that are themselves JSON text must come back as text, not parsed.
+      for (const value of ['{"a":1}', '42', 'null', { nested: ['x', 1] }, 'héllo 🚀, world']) {
+        const written = entry(value, Date.now());
+        await cache.set('k', written, { ttl: 60_000 });
+        const raw = await client.get<unknown>(upstashKeys(cache.prefix, 'k').value);
+        expect(typeof raw).toBe('string');
+        expect(String(raw).startsWith('s1|')).toBe(true);
+        expect(await cache.get('k')).toEqual(written);
+        await cache.delete('k');
+      }
+    });
+
+    it('reads a foreign value under its key as a miss and a counted decode error', async () => {
+      const client = h.client(mode);
+      const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
+      await client.set(upstashKeys(cache.prefix, 'foreign').value, { not: 'an envelope' });
+      expect(await cache.get('foreign')).toBeUndefined();
+      expect(stats().backendErrors).toBe(1);
+    });
+  },
+);
+
+describe('stale-write guard and tombstones', () => {
+  it('refuses a fill that started before a delete, and accepts one that started after', async () => {
+    const cache = createUpstashCache({ client: h.client(), prefix: h.nextPrefix() });
+    const startedBefore = Date.now() - 50;
+    await cache.delete('k');
+    await cache.set('k', entry('too old', startedBefore), { ttl: 60_000 });
+    expect(await cache.get('k')).toBeUndefined();
+    await sleep(2);
+    await cache.set('k', entry('fresh', Date.now()), { ttl: 60_000 });
+    expect((await cache.get('k'))?.value).toBe('fresh');
+  });
+
+  it('keeps a tombstone only for tombstoneTtl', async () => {
+    const client = h.client();
+    const cache = createUpstashCache({ client, prefix: h.nextPrefix(), tombstoneTtl: 150 });
+    const old = Date.now() - 1_000;
+    await cache.delete('k');
+    expect(await client.pttl(upstashKeys(cache.prefix, 'k').value)).toBeGreaterThan(0);
+    await sleep(300);
+    expect(await client.exists(upstashKeys(cache.prefix, 'k').value)).toBe(0);
+    await cache.set('k', entry('old but allowed', old), { ttl: 60_000 });
+    expect((await cache.get('k'))?.value).toBe('old but allowed');
+  });
+
+  it('does not let an invalidated in-flight fill write, across two cache instances', async () => {
+    const prefix = h.nextPrefix();
+    const a = createUpstashCache({ client: h.client(), prefix });
+    const b = createUpstashCache({ client: h.client(), prefix });
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const pending = getOrComputeWith(a, 'k', { ttl: 60_000 }, async () => {
+      await gate;
+      return 'computed before the invalidation';
+    });
+    await sleep(20);
+    await invalidate(b, 'k');
+    release();
+    expect(await pending).toBe('computed before the invalidation');
+    expect(await b.get('k')).toBeUndefined();
+  });
+
+  it('stores an entry with no ttl without expiry and a ttl as PX', async () => {
+    const client = h.client();
+    const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
+    await cache.set('forever', entry(1, Date.now()), { ttl: undefined });
+    expect(await client.pttl(upstashKeys(cache.prefix, 'forever').value)).toBe(-1);
+    await cache.set('brief', entry(1, Date.now()), { ttl: 5_000 });
+    const pttl = await client.pttl(upstashKeys(cache.prefix, 'brief').value);
+    expect(pttl).toBeGreaterThan(4_000);
+    expect(pttl).toBeLessThanOrEqual(5_000);
+  });
+
+  it('rejects a value the serializer cannot encode with a STAMPEDE_UPSTASH_ENCODE error', async () => {
+    const cache = createUpstashCache({ client: h.client(), prefix: h.nextPrefix() });
+    const error = await cache.set('k', entry(10n, Date.now()), { ttl: 1_000 }).catch((e: unknown) => e);
+    expect(isUpstashCacheError(error)).toBe(true);
+    expect((error as { code: string }).code).toBe('STAMPEDE_UPSTASH_ENCODE');
+  });
+});
+
+describe('fill lock', () => {
+  it('extends only while held, and its scripts survive SCRIPT FLUSH', async () => {
+    const client = h.client();
+    const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
+    const lockKey = upstashKeys(cache.prefix, 'k').lock;
+    const lock = await cache.tryAcquireFillLock('k', 200);
+    expect(lock).toBeDefined();
+    await client.scriptFlush();
+    expect(await lock?.extend?.(5_000)).toBe(true);
+    expect(await client.pttl(lockKey)).toBeGreaterThan(4_000);
+    await client.scriptFlush();
+    await lock?.release('filled');
+    expect(await client.exists(lockKey)).toBe(0);
+    expect(await lock?.extend?.(5_000)).toBe(false);
+  });
+
+  it('keeps user keys, locks and channels apart (a key named like a lock is just a key)', async () => {
+    const cache = createUpstashCache({ client: h.client(), prefix: h.nextPrefix() });
+    await cache.set('k:lock', entry('value', Date.now()), { ttl: 60_000 });
+    const lock = await cache.tryAcquireFillLock('k', 5_000);
+    expect(lock).toBeDefined();
+    expect((await cache.get('k:lock'))?.value).toBe('value');
+    await lock?.release('filled');
+    expect(new Set(Object.values(upstashKeys('p:', 'a{b}c'))).size).toBe(3);
+    expect(upstashKeys('p:', 'a{b}c').value).not.toBe(upstashKeys('p:', 'a%7Bb%7Dc').value);
+  });
+
+  it('serves a distributed-lock herd across two instances with one fill', async () => {
+    const prefix = h.nextPrefix();
+    const a = createUpstashCache({ client: h.client(), prefix });
+    const b = createUpstashCache({ client: h.client({ autoPipelining: false }), prefix });
+    let fills = 0;
+    const fill = async () => {
+      fills++;
+      await sleep(150);
+      return { n: 7 };
+    };
+    const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 20 };
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => getOrComputeWith(i % 2 === 0 ? a : b, 'hot', options, fill)),
+    );
+    expect(fills).toBe(1);
+    expect(results).toEqual(Array.from({ length: 40 }, () => ({ n: 7 })));
+    expect(stats().lockWaitHits).toBe(1);
+  });
+});
