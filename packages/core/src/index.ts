@@ -31,6 +31,15 @@ export { jitteredTtl } from './jitter.js';
 export type { FillContext, GetOrComputeOptions } from './options.js';
 export { inFlightCount } from './registry.js';
 export {
+  checkRemotePrefix,
+  EXTEND_LOCK_LUA,
+  type RemoteKeys,
+  raceTimeout,
+  remoteKeys,
+  TOMBSTONE_PREFIX,
+  WRITE_GUARD_LUA,
+} from './remote.js';
+export {
   reportBackendError,
   resetStats,
   STAT_NAMES,

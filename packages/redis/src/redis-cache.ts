@@ -9,6 +9,7 @@ import {
   type FillOutcome,
   jsonSerializer,
   type Serializer,
+  TOMBSTONE_PREFIX,
   toMilliseconds,
 } from '@stampede/core';
 import type { Cluster, Redis } from 'ioredis';
@@ -17,7 +18,7 @@ import { RedisCacheError } from './errors.js';
 import { acquireFillLock } from './fill-lock.js';
 import { checkPrefix, redisKeys } from './keys.js';
 import { createNotifier } from './notifier.js';
-import { runScript, TOMBSTONE_PREFIX, WRITE_SCRIPT } from './scripts.js';
+import { runScript, WRITE_SCRIPT } from './scripts.js';
 
 /** Options of {@link createRedisCache}. */
 export interface RedisCacheOptions {

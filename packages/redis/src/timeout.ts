@@ -1,3 +1,4 @@
+import { raceTimeout } from '@stampede/core';
 import { RedisCacheError } from './errors.js';
 
 /**
@@ -12,29 +13,13 @@ export function withTimeout<T>(
   key: string | undefined,
   onLate?: (value: T) => void,
 ): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      reject(
-        new RedisCacheError('STAMPEDE_REDIS_TIMEOUT', `redis ${what} did not answer within ${ms}ms`, {
-          ...(key === undefined ? {} : { key }),
-        }),
-      );
-    }, ms);
-    command.then(
-      (value) => {
-        if (timedOut) onLate?.(value);
-        else {
-          clearTimeout(timer);
-          resolve(value);
-        }
-      },
-      (error: unknown) => {
-        if (timedOut) return;
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
+  return raceTimeout(
+    command,
+    ms,
+    () =>
+      new RedisCacheError('STAMPEDE_REDIS_TIMEOUT', `redis ${what} did not answer within ${ms}ms`, {
+        ...(key === undefined ? {} : { key }),
+      }),
+    onLate,
+  );
 }

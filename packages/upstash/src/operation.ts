@@ -1,4 +1,4 @@
-import { type BackendOperation, reportBackendError } from '@stampede/core';
+import { type BackendOperation, raceTimeout, reportBackendError } from '@stampede/core';
 import { UpstashCacheError } from './errors.js';
 
 /** What every request of one cache shares: its name (for reports), its time limit, `waitUntil`. */
@@ -34,41 +34,23 @@ export function callUpstash<T>(
   onLate?: (value: T) => void,
 ): Promise<T> {
   const ms = context.operationTimeout;
-  return new Promise<T>((resolve, reject) => {
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      reject(
-        new UpstashCacheError(
-          'STAMPEDE_UPSTASH_TIMEOUT',
-          `upstash ${operation} did not answer within ${ms}ms`,
-          {
-            key,
-          },
-        ),
-      );
-    }, ms);
-    let pending: Promise<T>;
-    try {
-      pending = request();
-    } catch (error) {
-      pending = Promise.reject(error);
-    }
-    pending.then(
-      (value) => {
-        if (timedOut) onLate?.(value);
-        else {
-          clearTimeout(timer);
-          resolve(value);
-        }
-      },
-      (error: unknown) => {
-        if (timedOut) return;
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
+  let pending: Promise<T>;
+  try {
+    pending = request();
+  } catch (error) {
+    pending = Promise.reject(error);
+  }
+  return raceTimeout(
+    pending,
+    ms,
+    () =>
+      new UpstashCacheError(
+        'STAMPEDE_UPSTASH_TIMEOUT',
+        `upstash ${operation} did not answer within ${ms}ms`,
+        { key },
+      ),
+    onLate,
+  );
 }
 
 /** Counts a fault the core cannot see (a decode failure) and emits its `backend-error` event. */

@@ -8,6 +8,7 @@ import {
   type FillLock,
   jsonSerializer,
   type Serializer,
+  TOMBSTONE_PREFIX,
   toMilliseconds,
 } from '@stampede/core';
 import { assertUpstashClient, type UpstashClient } from './client.js';
@@ -15,7 +16,7 @@ import { UpstashCacheError } from './errors.js';
 import { acquireFillLock } from './fill-lock.js';
 import { upstashKeys } from './keys.js';
 import { callUpstash, keepAlive, type OperationContext, report } from './operation.js';
-import { runScript, TOMBSTONE_PREFIX, WRITE_SCRIPT } from './scripts.js';
+import { runScript, WRITE_SCRIPT } from './scripts.js';
 
 /** Options of {@link createUpstashCache}. */
 export interface UpstashCacheOptions {

@@ -1,0 +1,96 @@
+// The page in a real browser (playwright-core driving Debian's chromium): fire both herds, read the
+// numbers the page shows, and save the screenshot the README displays.
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startDemo } from './app-process.mjs';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOT = fileURLToPath(new URL('../docs/screenshot.png', import.meta.url));
+
+/** @type {import('./app-process.mjs').DemoProcess | undefined} */
+let demo;
+/** @type {import('playwright-core').BrowserContext | undefined} */
+let browser;
+const profile = mkdtempSync(join(tmpdir(), 'stampede-demo-chromium-'));
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `${CHROMIUM} is missing: the browser test needs Debian's chromium (apt-get install -y chromium); it is never downloaded`,
+    );
+  }
+  // The default data set, so the screenshot shows what `pnpm demo` shows.
+  demo = await startDemo({ SEED_ROWS: '200000', DB_LATENCY_MS: '100', DB_POOL: '25' });
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1200, height: 800 },
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--disable-quic',
+    ],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await demo?.stop();
+  rmSync(profile, { recursive: true, force: true });
+});
+
+/** @param {import('playwright-core').Page} page @param {string} testId */
+async function number(page, testId) {
+  const text = await page.getByTestId(testId).textContent();
+  return Number(text?.replaceAll(',', ''));
+}
+
+it('shows the unprotected herd hitting the database and the protected one making 1 query', async () => {
+  if (demo === undefined || browser === undefined) throw new Error('set-up failed');
+  const page = await browser.newPage();
+  /** @type {string[]} */
+  const offsite = [];
+  page.on('request', (request) => {
+    if (!request.url().startsWith(demo?.url ?? '')) offsite.push(request.url());
+  });
+  await page.goto(`${demo.url}/`);
+  await expect.poll(() => page.getByTestId('counter-fills').textContent()).toMatch(/^\d+$/);
+  await page.getByTestId('herd-n').fill('500');
+
+  await page.getByTestId('herd-unprotected').click();
+  await page.locator('[data-testid="result-unprotected"][data-done="1"]').waitFor({ timeout: 30_000 });
+  const unprotectedQueries = await number(page, 'result-unprotected-queries');
+  expect(await number(page, 'result-unprotected-n')).toBe(500);
+  expect(await number(page, 'result-unprotected-fills')).toBe(0);
+  expect(unprotectedQueries).toBeGreaterThan(1);
+
+  await page.getByTestId('herd-protected').click();
+  await page.locator('[data-testid="result-protected"][data-done="1"]').waitFor({ timeout: 30_000 });
+  expect(await number(page, 'result-protected-queries')).toBe(1);
+  expect(await number(page, 'result-protected-fills')).toBe(1);
+  expect(await number(page, 'result-protected-n')).toBe(500);
+  await expect
+    .poll(() => page.getByTestId('herd-status').textContent())
+    .toMatch(/500 requests, 1 database query, 1 fill/);
+
+  // The live counters catch up within a refresh or two: every query so far was one of the herds'.
+  await expect.poll(() => number(page, 'counter-queries'), { timeout: 5_000 }).toBe(unprotectedQueries + 1);
+  expect(await number(page, 'counter-fills')).toBe(1);
+  expect(await number(page, 'fleet-fills')).toBe(1);
+  expect(await page.locator('#chart polyline').count()).toBe(3);
+  expect(offsite).toEqual([]);
+
+  await page.waitForTimeout(1_200); // one more refresh, so the chart shows both spikes
+  mkdirSync(join(SCREENSHOT, '..'), { recursive: true });
+  await page.screenshot({ path: SCREENSHOT });
+  await page.close();
+});

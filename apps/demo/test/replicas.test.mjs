@@ -1,0 +1,82 @@
+// Replica mode against the local Redis: three server processes with the distributed fill lock make
+// one fill fleet-wide. Uses a random key prefix and deletes only its own keys.
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { json, SEED_ROWS, startDemo } from './app-process.mjs';
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PREFIX = `stampede-demo-test-${randomUUID().slice(0, 8)}:`;
+
+/** @type {import('./app-process.mjs').DemoProcess | undefined} */
+let fleet;
+
+beforeAll(async () => {
+  fleet = await startDemo({
+    REPLICAS: '3',
+    CACHE: 'redis',
+    REDIS_URL,
+    REDIS_PREFIX: PREFIX,
+    DB_LATENCY_MS: '100',
+  });
+});
+
+afterAll(async () => {
+  const result = await fleet?.stop();
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    const keys = [];
+    for await (const batch of redis.scanStream({ match: `${PREFIX}*`, count: 100 })) keys.push(...batch);
+    if (keys.length > 0) await redis.del(...keys);
+  } finally {
+    redis.disconnect();
+  }
+  expect(result?.code).toBe(0);
+  expect(fleet?.output()).toContain('all replicas stopped');
+});
+
+it('starts 3 replicas that know each other', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const view = await json(`${fleet.url}/api/fleet`);
+  expect(view.replicas.map((/** @type {{ replica: number }} */ r) => r.replica)).toEqual([1, 2, 3]);
+  expect(view.replicas.every((/** @type {{ up: boolean }} */ r) => r.up)).toBe(true);
+  expect(await json(`${view.replicas[2].url}/api/bookmarks/count`)).toMatchObject({
+    count: SEED_ROWS,
+    replica: 3,
+  });
+});
+
+it('a 300-request herd spread across the replicas makes 1 fill fleet-wide with the lock', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const urls = (await json(`${fleet.url}/api/fleet`)).replicas.map(
+    (/** @type {{ url: string }} */ r) => r.url,
+  );
+  const fleetFills = async () => {
+    const all = await Promise.all(
+      urls.map(async (/** @type {string} */ url) => (await json(`${url}/actuator/metrics`)).cache.fills),
+    );
+    return all.reduce((a, b) => a + b, 0);
+  };
+  const before = await fleetFills();
+  const result = await json(`${fleet.url}/api/herd?n=300&protect=1&lock=1`, { method: 'POST' });
+  expect(result).toMatchObject({ n: 300, protect: true, lock: true, fills: 1, queries: 1, errors: 0 });
+  expect(result.replicas.map((/** @type {{ requests: number }} */ r) => r.requests)).toEqual([100, 100, 100]);
+  expect(
+    result.replicas.reduce(
+      (/** @type {number} */ sum, /** @type {{ fills: number }} */ r) => sum + r.fills,
+      0,
+    ),
+  ).toBe(1);
+
+  // The replicas' own /actuator/metrics agree: one more fill in the whole fleet.
+  expect((await fleetFills()) - before).toBe(1);
+});
+
+it('each replica exports Prometheus metrics labelled with its id', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const view = await json(`${fleet.url}/api/fleet`);
+  const text = await (await fetch(`${view.replicas[1].url}/actuator/prometheus`)).text();
+  expect(text).toMatch(/^stampede_fills_total\{cache="redis",replica="2"\} \d+$/m);
+  expect(text).not.toContain('bookmark');
+});

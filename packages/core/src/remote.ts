@@ -1,0 +1,118 @@
+// The storage layout every Redis-protocol adapter (@stampede/redis over TCP, @stampede/upstash over
+// HTTP) shares, kept here so the two stay byte-compatible: pointed at one database with one prefix,
+// they read each other's entries, honour each other's tombstones and contend for the same lock.
+
+/** The Redis names one cache key maps to. */
+export interface RemoteKeys {
+  /** Holds the envelope (or, after a delete, a tombstone). */
+  readonly value: string;
+  /** The fill lock. */
+  readonly lock: string;
+  /** The pub/sub channel on which a fill's end is announced. */
+  readonly channel: string;
+}
+
+// Percent-encoding of exactly these three characters is injective and leaves no brace in the tag,
+// so a user key can neither end the hash tag early nor open a second one.
+function escapeTag(key: string): string {
+  return key.replace(/[%{}]/g, (char) => (char === '%' ? '%25' : char === '{' ? '%7B' : '%7D'));
+}
+
+/**
+ * Throws a RangeError for a prefix that would split one key's names across Redis Cluster slots: one
+ * whose first `{` is directly followed by `}` (an empty hash tag makes Redis hash each whole name).
+ */
+export function checkRemotePrefix(prefix: string): void {
+  const open = prefix.indexOf('{');
+  if (open !== -1 && prefix[open + 1] === '}') {
+    throw new RangeError(
+      `prefix ${JSON.stringify(prefix)} opens an empty hash tag ('{}'): in Redis Cluster a key's value, lock and channel would land in different slots`,
+    );
+  }
+}
+
+/**
+ * The Redis key names for `key` under `prefix`: `<prefix>{<escaped key>}` for the value, with
+ * `:lock` and `:done` appended for the lock and the channel. In Redis Cluster the three share a
+ * hash slot: the first `{` is at or before ours, and our `}` (or a `}` in the prefix) closes it. A
+ * prefix may carry its own hash tag (`app{1}:` puts every key in one slot).
+ *
+ * @throws RangeError for a prefix whose first `{` is directly followed by `}`
+ * @example
+ * remoteKeys('stampede:', 'a{b}c').value // 'stampede:{a%7Bb%7Dc}'
+ */
+export function remoteKeys(prefix: string, key: string): RemoteKeys {
+  checkRemotePrefix(prefix);
+  const value = `${prefix}{${escapeTag(key)}}`;
+  return { value, lock: `${value}:lock`, channel: `${value}:done` };
+}
+
+/** What a tombstone (a delete's marker, holding its time) starts with; envelopes start with `s<version>|`. */
+export const TOMBSTONE_PREFIX = 't|';
+
+/**
+ * Lua: KEYS[1] value key; ARGV[1] envelope, ARGV[2] its createdAt, ARGV[3] PX ('' for none).
+ * Refuses (0) when the stored entry is newer or a tombstone is newer than the fill's start, so a
+ * fill never replaces a newer value nor undoes an invalidation that happened after it started.
+ */
+export const WRITE_GUARD_LUA = `
+local current = redis.call('GET', KEYS[1])
+if current then
+  local created = tonumber(ARGV[2])
+  local deleted = string.match(current, '^t|(%-?%d+)')
+  if deleted then
+    if tonumber(deleted) > created then return 0 end
+  else
+    local stored = string.match(current, '^s%d+|(%-?%d+)|')
+    if stored and tonumber(stored) > created then return 0 end
+  end
+end
+if ARGV[3] == '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+end
+return 1
+`.trim();
+
+/** Lua: KEYS[1] lock key; ARGV[1] token, ARGV[2] new TTL in ms. Extends the lock only for its owner. */
+export const EXTEND_LOCK_LUA = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`.trim();
+
+/**
+ * Races `command` against `ms` milliseconds: on time-out the promise rejects with `onTimeout()`.
+ * The command itself cannot be cancelled (it may sit in a client's offline queue, or a server may
+ * answer late), so `onLate` is told its value if it succeeds after all.
+ */
+export function raceTimeout<T>(
+  command: Promise<T>,
+  ms: number,
+  onTimeout: () => Error,
+  onLate?: (value: T) => void,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      reject(onTimeout());
+    }, ms);
+    command.then(
+      (value) => {
+        if (timedOut) onLate?.(value);
+        else {
+          clearTimeout(timer);
+          resolve(value);
+        }
+      },
+      (error: unknown) => {
+        if (timedOut) return;
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}

@@ -1,0 +1,38 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { checkRemotePrefix, raceTimeout, remoteKeys } from '../src/index.js';
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('the shared remote layout', () => {
+  it('puts value, lock and channel in one hash tag and escapes braces in keys', () => {
+    expect(remoteKeys('stampede:', 'a{b}c')).toEqual({
+      value: 'stampede:{a%7Bb%7Dc}',
+      lock: 'stampede:{a%7Bb%7Dc}:lock',
+      channel: 'stampede:{a%7Bb%7Dc}:done',
+    });
+    expect(remoteKeys('p:', '%7B').value).not.toBe(remoteKeys('p:', '{').value);
+  });
+
+  it('refuses a prefix that opens an empty hash tag', () => {
+    expect(() => checkRemotePrefix('app{}:')).toThrow(RangeError);
+    expect(() => checkRemotePrefix('app{1}:')).not.toThrow();
+  });
+
+  it('raceTimeout rejects on time and tells a late success to onLate', async () => {
+    vi.useFakeTimers();
+    let finish!: (value: string) => void;
+    const command = new Promise<string>((resolve) => {
+      finish = resolve;
+    });
+    const late = vi.fn();
+    const raced = raceTimeout(command, 100, () => new Error('slow'), late).catch((e: Error) => e.message);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await raced).toBe('slow');
+    finish('eventually');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(late).toHaveBeenCalledWith('eventually');
+    await expect(raceTimeout(Promise.resolve(1), 100, () => new Error('x'))).resolves.toBe(1);
+  });
+});
