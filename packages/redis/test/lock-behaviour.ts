@@ -110,8 +110,8 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
       const [holder, waiter] = [await newCache(), await newCache()];
       const heard: FillOutcome[] = [];
       const stop = waiter.onFillDone('announced', (outcome) => heard.push(outcome));
-      // The subscription is asynchronous; give it a moment, as a lock loser's first poll would.
-      await sleep(200);
+      // The subscription is asynchronous; give it time to land even on a loaded machine.
+      await sleep(1_000);
       await (await holder.tryAcquireFillLock('announced', 2_000))?.release('filled');
       await (await holder.tryAcquireFillLock('announced', 2_000))?.release('failed');
       const deadline = Date.now() + 2_000;
