@@ -1,6 +1,6 @@
 import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writeEntry } from './backend.js';
 import { releaseRefreshSlot } from './background.js';
-import type { FillLock } from './cache.js';
+import type { FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
 import { Flight } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
@@ -159,7 +159,21 @@ export async function execute(
       if (flight.result !== undefined) return;
     }
   }
-  const stopExtending = lock === undefined ? undefined : keepLockAlive(state, key, lock, options.lockTtl);
+  // The lock is released once: when the fill ends, or as soon as the flight is given up (fillTimeout,
+  // every caller gone) even if the fill itself never returns, so it is not extended forever.
+  let release: (outcome: FillOutcome) => Promise<void> = async () => {};
+  if (lock !== undefined) {
+    const held = lock;
+    const stopExtending = keepLockAlive(state, key, held, options.lockTtl);
+    let released = false;
+    release = (outcome) => {
+      if (released) return Promise.resolve();
+      released = true;
+      stopExtending();
+      return releaseLock(state, key, held, outcome);
+    };
+    flight.controller.signal.addEventListener('abort', () => void release('failed'), { once: true });
+  }
   const context: FillContext<unknown> = {
     key,
     signal: flight.controller.signal,
@@ -180,7 +194,6 @@ export async function execute(
     }
     value = await pending;
   } catch (error) {
-    stopExtending?.();
     if (flight.result === undefined) {
       counters.fillFailures++;
       if (flight.background) counters.backgroundRefreshFailures++;
@@ -189,15 +202,14 @@ export async function execute(
       detach(state, flight);
       flight.settle({ ok: false, kind: 'fill', error });
     }
-    if (lock !== undefined) await releaseLock(state, key, lock, 'failed');
+    await release('failed');
     return;
   }
-  stopExtending?.();
   const settledBefore = flight.result !== undefined;
   if (!settledBefore) fillEvent(state, flight, startedAt, 'ok');
   const pending = deliver(state, flight, value, true, options);
   if (pending !== undefined) await pending;
-  if (lock !== undefined) await releaseLock(state, key, lock, settledBefore ? 'failed' : 'filled');
+  await release(settledBefore ? 'failed' : 'filled');
 }
 
 function warnNoLock(state: CacheState): void {

@@ -152,6 +152,9 @@ function afterRead(
   fill: FillFn,
 ): Promise<unknown> {
   const { counters } = state;
+  // A caller that left while its read was in flight has its answer (the rejection) already; it must
+  // not start a fill nobody waits for.
+  if (options.signal?.aborted) return Promise.reject(options.signal.reason);
   if (entry !== undefined) {
     const now = coarseNow();
     if (now < entry.freshUntil) {

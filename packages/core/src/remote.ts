@@ -12,10 +12,18 @@ export interface RemoteKeys {
   readonly channel: string;
 }
 
-// Percent-encoding of exactly these three characters is injective and leaves no brace in the tag,
-// so a user key can neither end the hash tag early nor open a second one.
+// Percent-encoding `%`, `{` and `}` is injective and leaves no brace in the tag, so a user key can
+// neither end the hash tag early nor open a second one. Lone surrogates are encoded too (`%uD800`):
+// UTF-8 has no bytes for them, so clients turn every one into U+FFFD and two keys would collide.
+const TAG_UNSAFE = /[%{}]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
 function escapeTag(key: string): string {
-  return key.replace(/[%{}]/g, (char) => (char === '%' ? '%25' : char === '{' ? '%7B' : '%7D'));
+  return key.replace(TAG_UNSAFE, (char) => {
+    if (char === '%') return '%25';
+    if (char === '{') return '%7B';
+    if (char === '}') return '%7D';
+    return `%u${char.charCodeAt(0).toString(16).toUpperCase()}`;
+  });
 }
 
 /**

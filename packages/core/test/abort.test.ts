@@ -103,6 +103,7 @@ describe('a caller may abort in every phase', () => {
     expect(result.ok).toBe(false);
     await flush();
     expect(inFlightCount(cache)).toBe(0);
+    expect(fill).not.toHaveBeenCalled();
   });
 
   it('during the lock wait: the wait stops, the lock is never taken, the registry ends empty', async () => {

@@ -178,6 +178,26 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(messages[0]).toContain('lost');
   });
 
+  it('releases the lock when fillTimeout gives the fill up, even if the fill never returns', async () => {
+    const backend = new Backend();
+    const { cache } = replica(backend);
+    const caller = settle(
+      getOrComputeWith(
+        cache,
+        'k',
+        { ...LOCKED, lockTtl: 300, fillTimeout: 500 },
+        () => new Promise(() => {}),
+      ),
+    );
+    await vi.advanceTimersByTimeAsync(500);
+    expect((await caller).ok).toBe(false);
+    expect(cache.calls.release).toEqual(['failed']);
+    expect(backend.locks.has('k')).toBe(false);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(backend.locks.has('k')).toBe(false);
+    expect(await getOrComputeWith(cache, 'k', LOCKED, () => 'next')).toBe('next');
+  });
+
   it('double-checks the cache after taking the lock', async () => {
     const backend = new Backend();
     const { cache } = replica(backend);

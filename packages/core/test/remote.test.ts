@@ -15,6 +15,15 @@ describe('the shared remote layout', () => {
     expect(remoteKeys('p:', '%7B').value).not.toBe(remoteKeys('p:', '{').value);
   });
 
+  it('keeps keys that differ only in lone surrogates apart (UTF-8 would fold both into U+FFFD)', () => {
+    const a = remoteKeys('p:', 'user:\uD800').value;
+    const b = remoteKeys('p:', 'user:\uDC00').value;
+    expect(a).toBe('p:{user:%uD800}');
+    expect(b).toBe('p:{user:%uDC00}');
+    expect(remoteKeys('p:', 'pair:\uD83D\uDE80').value).toBe('p:{pair:\uD83D\uDE80}');
+    expect(remoteKeys('p:', '%uD800').value).toBe('p:{%25uD800}');
+  });
+
   it('refuses a prefix that opens an empty hash tag', () => {
     expect(() => checkRemotePrefix('app{}:')).toThrow(RangeError);
     expect(() => checkRemotePrefix('app{1}:')).not.toThrow();

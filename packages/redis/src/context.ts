@@ -47,10 +47,40 @@ export function createContext(
       } catch (error) {
         pending = Promise.reject(error);
       }
-      return withTimeout(pending, operationTimeout, what, key, onLate);
+      return withTimeout(pending.catch(rethrowRedacted), operationTimeout, what, key, onLate);
     },
     report(operation, key, error) {
-      reportBackendError(name, operation, key, error);
+      reportBackendError(name, operation, key, redact(error));
     },
   };
+}
+
+/**
+ * ioredis hangs the failed command on its reply errors (`error.command = { name, args }`); after a
+ * reconnect that command can be an `AUTH` carrying the password, and for any command the args are
+ * user data. Neither belongs in an event, a log line or a rejection, so only the name is kept.
+ */
+export function redact(error: unknown): unknown {
+  if (typeof error === 'object' && error !== null && 'command' in error) {
+    const command = (error as { command: unknown }).command;
+    const name =
+      typeof command === 'object' && command !== null && 'name' in command
+        ? String((command as { name: unknown }).name)
+        : undefined;
+    try {
+      Object.defineProperty(error, 'command', {
+        value: { name, args: ['[redacted]'] },
+        enumerable: true,
+        configurable: true,
+        writable: true,
+      });
+    } catch {
+      // A frozen error keeps its command; nothing better can be done without losing the error.
+    }
+  }
+  return error;
+}
+
+function rethrowRedacted(error: unknown): never {
+  throw redact(error);
 }

@@ -13,8 +13,11 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** Sends PING over a raw socket; true on +PONG within `timeoutMs`. */
-export function ping(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+/**
+ * Sends PING over a raw socket; true on +PONG within `timeoutMs` (or, with `authIsAlive`, on the
+ * NOAUTH error a server with `requirepass` answers).
+ */
+export function ping(host: string, port: number, timeoutMs = 500, authIsAlive = false): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host, port });
     const done = (ok: boolean) => {
@@ -24,7 +27,10 @@ export function ping(host: string, port: number, timeoutMs = 500): Promise<boole
     };
     const timer = setTimeout(() => done(false), timeoutMs);
     socket.on('connect', () => socket.write('PING\r\n'));
-    socket.on('data', (data) => done(data.toString().startsWith('+PONG')));
+    socket.on('data', (data) => {
+      const reply = data.toString();
+      done(reply.startsWith('+PONG') || (authIsAlive && reply.startsWith('-NOAUTH')));
+    });
     socket.on('error', () => done(false));
   });
 }
@@ -62,12 +68,16 @@ export async function startRedisServer(extraArgs: readonly string[] = []): Promi
     { stdio: 'ignore' },
   );
   const deadline = Date.now() + 10_000;
-  while (!(await ping('127.0.0.1', port, 200))) {
-    if (child.exitCode !== null)
-      throw new Error(`redis-server on port ${port} exited with code ${child.exitCode}`);
-    if (Date.now() > deadline) {
+  const guarded = extraArgs.includes('--requirepass');
+  while (!(await ping('127.0.0.1', port, 200, guarded))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`redis-server on port ${port} did not answer within 10 s`);
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(
+        child.exitCode !== null
+          ? `redis-server on port ${port} exited with code ${child.exitCode}`
+          : `redis-server on port ${port} did not answer within 10 s`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
