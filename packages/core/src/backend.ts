@@ -28,6 +28,30 @@ export function readEntry(
   });
 }
 
+/**
+ * Reads `key` for a caller: an asynchronous read already in flight for the key is shared (250
+ * concurrent callers cost one GET, hit or miss); a synchronous adapter is read directly.
+ */
+export function sharedRead(
+  state: CacheState,
+  key: string,
+): CacheEntry | undefined | Promise<CacheEntry | undefined> {
+  const { reads } = state;
+  if (reads.size !== 0) {
+    const pending = reads.get(key);
+    if (pending !== undefined) return pending;
+  }
+  const read = readEntry(state, key);
+  if (read === undefined || !isThenable(read)) return read;
+  reads.set(key, read);
+  // Registered before any caller's callback, so the read leaves the map before callers act on it.
+  const forget = (): void => {
+    if (reads.get(key) === read) reads.delete(key);
+  };
+  read.then(forget, forget);
+  return read;
+}
+
 /** Reads `key` and always answers with a promise. */
 export async function readEntryAsync(state: CacheState, key: string): Promise<CacheEntry | undefined> {
   return readEntry(state, key);

@@ -1,4 +1,4 @@
-import { isThenable, readEntry } from './backend.js';
+import { isThenable, sharedRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { coarseNow } from './clock.js';
@@ -63,7 +63,7 @@ export function getOrCompute<T>(
     if (flight !== undefined && !flight.background)
       return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
-  const read = readEntry(state, key);
+  const read = sharedRead(state, key);
   if (read === undefined || !isThenable(read)) {
     if (
       read !== undefined &&
@@ -109,7 +109,7 @@ export function getOrComputeWith<T>(
     const flight = joinableFlight(state, key);
     if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
   }
-  const read = readEntry(state, key);
+  const read = sharedRead(state, key);
   if (read === undefined || !isThenable(read)) {
     return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   }

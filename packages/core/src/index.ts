@@ -33,6 +33,7 @@ export { inFlightCount } from './registry.js';
 export {
   checkRemotePrefix,
   EXTEND_LOCK_LUA,
+  RELEASE_LOCK_LUA,
   type RemoteKeys,
   raceTimeout,
   remoteKeys,

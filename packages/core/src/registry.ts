@@ -1,4 +1,4 @@
-import type { Cache } from './cache.js';
+import type { Cache, CacheEntry } from './cache.js';
 import type { Flight } from './flight.js';
 import { countersFor, type StampedeStats } from './stats.js';
 
@@ -9,6 +9,8 @@ export interface CacheState {
   readonly counters: StampedeStats;
   /** The fills in flight in this process, by key. */
   readonly flights: Map<string, Flight>;
+  /** Asynchronous reads in flight, by key: concurrent callers share one backend read. */
+  readonly reads: Map<string, Promise<CacheEntry | undefined>>;
   warnedNoLock: boolean;
 }
 
@@ -51,6 +53,7 @@ function createState(cache: Cache): CacheState {
     name,
     counters: countersFor(name),
     flights: new Map(),
+    reads: new Map(),
     warnedNoLock: false,
   };
   if (Object.isExtensible(cache)) {

@@ -83,6 +83,20 @@ end
 return 1
 `.trim();
 
+/**
+ * Lua: KEYS[1] lock key, KEYS[2] channel; ARGV[1] token, ARGV[2] outcome ('' for none). Deletes the
+ * lock only if the token still owns it, then announces the outcome on the channel: one round trip,
+ * so waiters hear of the fill as soon as the lock is free.
+ */
+export const RELEASE_LOCK_LUA = `
+local released = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  released = redis.call('DEL', KEYS[1])
+end
+if ARGV[2] ~= '' then redis.call('PUBLISH', KEYS[2], ARGV[2]) end
+return released
+`.trim();
+
 /** Lua: KEYS[1] lock key; ARGV[1] token, ARGV[2] new TTL in ms. Extends the lock only for its owner. */
 export const EXTEND_LOCK_LUA = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then

@@ -22,6 +22,8 @@ export interface GetValueOptions {
 
 /** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
 function supersede(state: CacheState, key: string): void {
+  // A read already in flight may predate this change: later callers must read afresh.
+  state.reads.delete(key);
   const flight = state.flights.get(key);
   if (flight !== undefined) {
     flight.invalidated = true;

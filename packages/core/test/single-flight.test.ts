@@ -1,5 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { getOrCompute, getOrComputeWith, getValue, inFlightCount, resetStats, stats } from '../src/index.js';
+import {
+  getOrCompute,
+  getOrComputeWith,
+  getValue,
+  inFlightCount,
+  invalidate,
+  resetStats,
+  stats,
+} from '../src/index.js';
 import { deferred, testCache } from './helpers.js';
 
 beforeEach(() => {
@@ -127,5 +135,38 @@ describe('a write that never lands', () => {
     expect(waitUntil).toHaveBeenCalledTimes(1);
     await waitUntil.mock.calls[0]?.[0];
     expect(cache.backend.read('k')?.value).toBe('v');
+  });
+});
+
+describe('shared reads on an asynchronous cache', () => {
+  it('concurrent callers share one backend read, hit or miss', async () => {
+    const cache = testCache({ async: true });
+    await getOrCompute(cache, 'k', 60_000, () => 'v');
+    cache.calls.get = 0;
+    const hits = await Promise.all(
+      Array.from({ length: 250 }, () => getOrCompute(cache, 'k', 60_000, () => 'x')),
+    );
+    expect(new Set(hits)).toEqual(new Set(['v']));
+    expect(cache.calls.get).toBe(1);
+    expect(stats().hits).toBe(250);
+
+    cache.calls.get = 0;
+    const fill = vi.fn(async () => 'cold');
+    const cold = await Promise.all(
+      Array.from({ length: 250 }, () => getOrCompute(cache, 'cold', 60_000, fill)),
+    );
+    expect(new Set(cold)).toEqual(new Set(['cold']));
+    expect(cache.calls.get).toBe(1);
+    expect(fill).toHaveBeenCalledTimes(1);
+  });
+
+  it('a read in flight before an invalidation is not shared with callers after it', async () => {
+    const cache = testCache({ async: true });
+    await getOrCompute(cache, 'k', 60_000, () => 'old');
+    const before = getOrCompute(cache, 'k', 60_000, () => 'unused');
+    await invalidate(cache, 'k');
+    const after = getOrCompute(cache, 'k', 60_000, () => 'new');
+    expect(await before).toBe('old');
+    expect(await after).toBe('new');
   });
 });

@@ -10,8 +10,8 @@ function milliseconds(ttl: number): number {
 
 /**
  * The handle of a lock on `key` held with `token`. `release` deletes the lock only if `token` still
- * owns it, then announces the outcome on the key's channel (even when the lock had lapsed: the fill
- * did end, and waiters re-check either way).
+ * owns it and announces the outcome on the key's channel in the same script (even when the lock had
+ * lapsed: the fill did end, and waiters re-check either way).
  */
 export function fillLockHandle(context: RedisContext, key: string, token: string): FillLock {
   const { lock, channel } = redisKeys(context.prefix, key);
@@ -20,13 +20,9 @@ export function fillLockHandle(context: RedisContext, key: string, token: string
     async release(outcome: FillOutcome): Promise<void> {
       if (released) return;
       released = true;
-      await context.call('release', key, () => runScript(context.client, RELEASE_SCRIPT, [lock], [token]));
-      try {
-        await context.call('publish', key, () => context.client.publish(channel, outcome));
-      } catch (error) {
-        // The lock is released; waiters still find the value by polling.
-        context.report('publish', key, error);
-      }
+      await context.call('release', key, () =>
+        runScript(context.client, RELEASE_SCRIPT, [lock, channel], [token, outcome]),
+      );
     },
     async extend(ttl: number): Promise<boolean> {
       if (released) return false;
@@ -48,7 +44,7 @@ export async function acquireFillLock(
   key: string,
   ttl: number,
 ): Promise<FillLock | undefined> {
-  const { lock } = redisKeys(context.prefix, key);
+  const { lock, channel } = redisKeys(context.prefix, key);
   const token = randomBytes(16).toString('hex');
   const granted = await context.call(
     'lock',
@@ -56,7 +52,7 @@ export async function acquireFillLock(
     () => context.client.set(lock, token, 'PX', milliseconds(ttl), 'NX'),
     (late) => {
       if (late === 'OK') {
-        runScript(context.client, RELEASE_SCRIPT, [lock], [token]).catch(() => {
+        runScript(context.client, RELEASE_SCRIPT, [lock, channel], [token, '']).catch(() => {
           // It lapses after its TTL anyway.
         });
       }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { EXTEND_LOCK_LUA, WRITE_GUARD_LUA } from '@stampede/core';
+import { EXTEND_LOCK_LUA, RELEASE_LOCK_LUA, WRITE_GUARD_LUA } from '@stampede/core';
 import type { Cluster, Redis } from 'ioredis';
 
 /** A client `createRedisCache` accepts: a standalone `Redis` or a `Cluster`. */
@@ -18,13 +18,8 @@ function lua(source: string): LuaScript {
 /** Refuses a write older than the stored entry or tombstone (see `WRITE_GUARD_LUA` in core). */
 export const WRITE_SCRIPT = lua(WRITE_GUARD_LUA);
 
-/** KEYS[1] lock key; ARGV[1] token. Deletes the lock only if the token still owns it. */
-export const RELEASE_SCRIPT = lua(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-`);
+/** Releases an owned lock and announces the outcome in the same script (see `RELEASE_LOCK_LUA` in core). */
+export const RELEASE_SCRIPT = lua(RELEASE_LOCK_LUA);
 
 /** Extends the lock only for its owner (see `EXTEND_LOCK_LUA` in core). */
 export const EXTEND_SCRIPT = lua(EXTEND_LOCK_LUA);

@@ -1,4 +1,4 @@
-import { EXTEND_LOCK_LUA, WRITE_GUARD_LUA } from '@stampede/core';
+import { EXTEND_LOCK_LUA, RELEASE_LOCK_LUA, WRITE_GUARD_LUA } from '@stampede/core';
 import type { UpstashClient } from './client.js';
 import { sha1 } from './web-crypto.js';
 
@@ -15,19 +15,8 @@ function lua(source: string): LuaScript {
 /** Refuses a write older than the stored entry or tombstone (see `WRITE_GUARD_LUA` in core). */
 export const WRITE_SCRIPT = lua(WRITE_GUARD_LUA);
 
-/**
- * KEYS[1] lock key, KEYS[2] channel; ARGV[1] token, ARGV[2] outcome. Deletes the lock only if the
- * token still owns it, then announces the outcome (one request instead of two over HTTP; waiters
- * of `@stampede/redis` on the same database wake up on it).
- */
-export const RELEASE_SCRIPT = lua(`
-local released = 0
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  released = redis.call('DEL', KEYS[1])
-end
-if ARGV[2] ~= '' then redis.call('PUBLISH', KEYS[2], ARGV[2]) end
-return released
-`);
+/** Releases an owned lock and announces the outcome (see `RELEASE_LOCK_LUA` in core). */
+export const RELEASE_SCRIPT = lua(RELEASE_LOCK_LUA);
 
 /** Extends the lock only for its owner (see `EXTEND_LOCK_LUA` in core). */
 export const EXTEND_SCRIPT = lua(EXTEND_LOCK_LUA);
