@@ -1,0 +1,53 @@
+// Every knob of the benchmark, with an environment override (BENCH_*). Defaults keep a full run
+// under about 5 minutes on 2 cores.
+const int = (name, fallback) => {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0) throw new RangeError(`${name} must be a number >= 0; got ${raw}`);
+  return value;
+};
+
+export const config = {
+  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory). */
+  only: (process.env.BENCH_ONLY ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
+  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  /** The fill's own duration in the herd, failing, fleet and SWR scenarios. */
+  fillMs: int('BENCH_FILL_MS', 50),
+  hit: {
+    rounds: int('BENCH_HIT_ROUNDS', 7),
+    /** Each sample runs about this long (iterations are calibrated per contender). */
+    sampleMs: int('BENCH_HIT_SAMPLE_MS', 150),
+    keys: 1_000,
+  },
+  herd: { rounds: int('BENCH_HERD_ROUNDS', 5), callers: int('BENCH_HERD_CALLERS', 10_000) },
+  failing: {
+    rounds: int('BENCH_FAILING_ROUNDS', 3),
+    callers: int('BENCH_FAILING_CALLERS', 1_000),
+    capMs: int('BENCH_FAILING_CAP_MS', 15_000),
+  },
+  fleet: {
+    rounds: int('BENCH_FLEET_ROUNDS', 7),
+    processes: int('BENCH_FLEET_PROCESSES', 4),
+    callers: int('BENCH_FLEET_CALLERS', 250),
+    /** Only these Redis variants (ids, comma-separated), for development. */
+    variants: (process.env.BENCH_FLEET_VARIANTS ?? '').split(',').filter(Boolean),
+    /** Extra node flags for the children, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
+    childExecArgv: (process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),
+  },
+  swr: {
+    rounds: int('BENCH_SWR_ROUNDS', 3),
+    callers: int('BENCH_SWR_CALLERS', 1_000),
+    ttlMs: 1_000,
+    graceMs: 5_000,
+  },
+  commands: { rounds: int('BENCH_COMMANDS_ROUNDS', 3), misses: 50, hits: 200 },
+  memory: { keys: int('BENCH_MEMORY_KEYS', 1_000_000), max: 10_000, batch: 1_000 },
+};
+
+export function enabled(name) {
+  return config.only.length === 0 || config.only.includes(name);
+}

@@ -1,0 +1,89 @@
+// Redis helpers: a reachability check, a random key prefix per run, cleanup of only that prefix
+// (SCAN + UNLINK, never FLUSHALL) and `INFO commandstats` snapshots.
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+
+/** A new ioredis client on `url` that fails fast instead of queueing while Redis is down. */
+export function connect(url, extra = {}) {
+  return new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000, lazyConnect: false, ...extra });
+}
+
+/** `undefined` when Redis answers PING on `url`, else the reason it does not. */
+export async function unreachable(url) {
+  const client = new Redis(url, {
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1_000,
+    retryStrategy: () => null,
+    lazyConnect: true,
+  });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.ping();
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** A prefix no other run uses: `stampede-bench:<random>:`. */
+export function randomPrefix() {
+  return `stampede-bench:${randomBytes(6).toString('hex')}:`;
+}
+
+/** Deletes every key that starts with `prefix` (and only those). Returns how many. */
+export async function cleanPrefix(client, prefix) {
+  let cursor = '0';
+  let removed = 0;
+  const pattern = `${prefix.replace(/[*?[\]\\]/g, '\\$&')}*`;
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1_000);
+    cursor = next;
+    if (keys.length > 0) removed += await client.unlink(...keys);
+  } while (cursor !== '0');
+  return removed;
+}
+
+/** `{ command: calls }` from `INFO commandstats` (the INFO call itself excluded). */
+export async function commandStats(client) {
+  const text = await client.info('commandstats');
+  const calls = {};
+  for (const line of text.split('\n')) {
+    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+    if (match && match[1] !== 'info') calls[match[1]] = Number(match[2]);
+  }
+  return calls;
+}
+
+/** The per-command difference `after - before`, zero entries left out. */
+export function commandDelta(before, after) {
+  const delta = {};
+  for (const [command, calls] of Object.entries(after)) {
+    const d = calls - (before[command] ?? 0);
+    if (d > 0) delta[command] = d;
+  }
+  return delta;
+}
+
+/**
+ * Counts the commands every ioredis client of this package sends (the clients the peers get from
+ * `connect`, and their duplicates), so round trips can be told from the commands Redis runs inside
+ * Lua scripts, which `INFO commandstats` counts too. Returns `{ counts, stop }`.
+ */
+export function countSentCommands() {
+  const counts = {};
+  const original = Redis.prototype.sendCommand;
+  Redis.prototype.sendCommand = function sendCommand(command, stream) {
+    const name = String(command?.name ?? '').toLowerCase();
+    if (name !== 'info') counts[name] = (counts[name] ?? 0) + 1;
+    return original.call(this, command, stream);
+  };
+  return {
+    counts,
+    stop() {
+      Redis.prototype.sendCommand = original;
+    },
+  };
+}

@@ -1,0 +1,121 @@
+// Scenario 4: a fleet on one Redis. P real child processes x C callers each ask for one missing key
+// at the same moment (a barrier: every child is prepared, then all get 'go'). Reports total fills
+// and p50/p99 caller latency for stampede (lock + push wake-up, lock + polling only, no lock), each
+// peer with its Redis store, and the no-protection baseline.
+import { fileURLToPath } from 'node:url';
+import { startChild } from '../child.mjs';
+import { config } from '../config.mjs';
+import { redisVariants } from '../peers/index.mjs';
+import { cleanPrefix, connect, randomPrefix } from '../redis.mjs';
+import { median, ms, percentile, progress, ratio, rotate, table } from '../stats.mjs';
+import { fillsText } from './herd.mjs';
+
+const childPath = fileURLToPath(new URL('../fleet-child.mjs', import.meta.url));
+
+export async function fleetScenario({ url }) {
+  const { rounds, processes, callers } = config.fleet;
+  const { fillMs } = config;
+  const prefix = randomPrefix();
+  const ids = redisVariants
+    .map((v) => v.id)
+    .filter((id) => config.fleet.variants.length === 0 || config.fleet.variants.includes(id));
+  progress(`fleet: starting ${processes} child processes (prefix ${prefix})`);
+  const children = Array.from({ length: processes }, () =>
+    startChild(childPath, { execArgv: config.fleet.childExecArgv }),
+  );
+  const admin = connect(url);
+  const results = Object.fromEntries(ids.map((id) => [id, []]));
+  let unavailable = {};
+  try {
+    const setups = await Promise.all(
+      children.map(({ ask }) =>
+        ask({ type: 'setup', url, prefix, variants: ids, ttlMs: 60_000 }, 'setup-done'),
+      ),
+    );
+    unavailable = Object.assign({}, ...setups.map((s) => s.unavailable));
+    const runnable = ids.filter((id) => unavailable[id] === undefined);
+    // Round -1 warms up (connections, subscriber, scripts) and is not recorded.
+    for (let round = -1; round < rounds; round++) {
+      for (const id of rotate(runnable, Math.max(0, round))) {
+        const key = `fleet:${round}`;
+        await Promise.all(
+          children.map(({ ask }) => ask({ type: 'prepare', variant: id, key, callers, fillMs }, 'prepared')),
+        );
+        const answers = children.map(({ next }) => next('result', 60_000));
+        for (const { child } of children) child.send({ type: 'go' });
+        const reports = await Promise.all(answers);
+        const latencies = reports.flatMap((r) => r.latencies);
+        const result = {
+          fills: reports.reduce((sum, r) => sum + r.fills, 0),
+          fillTook: Math.max(0, ...reports.flatMap((r) => r.fillTook)),
+          errors: reports.reduce((sum, r) => sum + r.errors, 0),
+          p50: percentile(latencies, 50),
+          p99: percentile(latencies, 99),
+        };
+        if (round >= 0) results[id].push(result);
+        progress(
+          `fleet: ${round < 0 ? 'warm-up ' : ''}${id}: ${result.fills} fills, p50 ${ms(result.p50)}, p99 ${ms(result.p99)}, fill ${ms(result.fillTook)}`,
+        );
+      }
+      if (round >= 0) progress(`fleet: round ${round + 1}/${rounds} done`);
+    }
+  } finally {
+    await Promise.all(children.map((c) => c.stop()));
+    const removed = await cleanPrefix(admin, prefix);
+    progress(`fleet: removed ${removed} keys under ${prefix}`);
+    await admin.quit();
+  }
+  const rows = redisVariants
+    .filter(({ id }) => ids.includes(id))
+    .map(({ id, label, peer }) => {
+      if (unavailable[id] !== undefined) {
+        const reason = peer.id === 'stampede' ? 'stampede redis adapter not available' : unavailable[id];
+        return [label, reason, '', '', ''];
+      }
+      const rs = results[id];
+      const p99 = median(rs.map((r) => r.p99));
+      const errors = rs.reduce((sum, r) => sum + r.errors, 0);
+      return [
+        label,
+        fillsText(rs.map((r) => r.fills)) + (errors > 0 ? ` (${errors} caller errors)` : ''),
+        ms(median(rs.map((r) => r.p50))),
+        ms(p99),
+        ratio(p99 / fillMs),
+      ];
+    });
+  const push = results['stampede-push'];
+  const targets = [];
+  if (!ids.includes('stampede-push')) {
+    // Not run (BENCH_FLEET_VARIANTS): no target to judge.
+  } else if (unavailable['stampede-push'] !== undefined || push.length === 0) {
+    targets.push({
+      name: 'fleet with the lock: 1 fill in total, p99 within fill time + 25 ms (push)',
+      met: false,
+      detail: 'stampede redis adapter not available',
+    });
+  } else {
+    const maxFills = Math.max(...push.map((r) => r.fills));
+    const beyond = median(push.map((r) => r.p99 - r.fillTook));
+    targets.push({
+      name: 'fleet with the lock: 1 fill in total, p99 within fill time + 25 ms (push wake-up)',
+      met: maxFills === 1 && beyond <= 25,
+      detail: `${maxFills} fill(s) at most per round, p99 ${ms(beyond)} beyond the fill`,
+    });
+  }
+  const markdown = [
+    `### 4. Fleet on one Redis (${processes} processes x ${callers} callers, ${fillMs} ms fill, ${rounds} rounds)`,
+    '',
+    table(
+      [
+        'library',
+        'total fills per herd',
+        'p50 caller latency (median)',
+        'p99 caller latency (median)',
+        'p99 / fill time',
+      ],
+      rows,
+      ['l', 'r', 'r', 'r', 'r'],
+    ),
+  ].join('\n');
+  return { markdown, targets };
+}
