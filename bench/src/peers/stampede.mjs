@@ -25,31 +25,6 @@ function withoutPush(cache) {
   };
 }
 
-/**
- * Experiment (BENCH_EXPERIMENTS=1): concurrent reads of one key share one Redis GET, the read
- * coalescing proposed for @stampede/core. Not a shipped configuration.
- */
-function withSharedReads(cache) {
-  const pending = new Map();
-  return {
-    name: cache.name,
-    get(key) {
-      let read = pending.get(key);
-      if (read === undefined) {
-        read = cache.get(key);
-        pending.set(key, read);
-        const forget = () => pending.delete(key);
-        read.then(forget, forget);
-      }
-      return read;
-    },
-    set: (key, entry, options) => cache.set(key, entry, options),
-    delete: (key) => cache.delete(key),
-    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
-    onFillDone: (key, listener) => cache.onFillDone(key, listener),
-  };
-}
-
 function redisVariant(id, label, mode) {
   return {
     id,
@@ -59,12 +34,7 @@ function redisVariant(id, label, mode) {
       if (redisMissing !== undefined) throw new Error('stampede redis adapter not available');
       const client = connect(url);
       const redisCache = redisModule.createRedisCache({ client, prefix: `${prefix}${id}:` });
-      const cache =
-        mode === 'poll'
-          ? withoutPush(redisCache)
-          : mode === 'shared'
-            ? withSharedReads(redisCache)
-            : redisCache;
+      const cache = mode === 'poll' ? withoutPush(redisCache) : redisCache;
       const options = { ttl: ttlMs, distributedFillLock: mode !== 'nolock' };
       return {
         get: (key, fill) => getOrComputeWith(cache, key, options, fill),
@@ -131,8 +101,5 @@ export default {
     redisVariant('stampede-push', 'stampede, lock + push wake-up', 'push'),
     redisVariant('stampede-poll', 'stampede, lock, polling only', 'poll'),
     redisVariant('stampede-nolock', 'stampede, no lock', 'nolock'),
-    ...(process.env.BENCH_EXPERIMENTS === '1'
-      ? [redisVariant('stampede-shared-reads', 'stampede, lock + push, shared reads (experiment)', 'shared')]
-      : []),
   ],
 };
