@@ -2,6 +2,7 @@ import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
 import type { ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { raceTimeout } from './remote.js';
 import { reportBackendError } from './stats.js';
 
 /** True for a promise or any thenable. */
@@ -77,8 +78,16 @@ export function physicalTtl(options: Pick<ResolvedOptions, 'ttl' | 'grace'>): nu
 }
 
 /**
- * Writes an entry. A failing write is a counted backend error, never a failed call. Returns
- * `undefined` when the write finished synchronously, else a promise that never rejects.
+ * How long the core waits for an asynchronous write before giving up on it (reported as a `set`
+ * fault). Adapters bound their own calls more tightly (1 s by default for Redis and Upstash); this
+ * guard keeps a caller from waiting forever on an adapter that does not.
+ */
+export const WRITE_GUARD_MS = 5_000;
+
+/**
+ * Writes an entry. A failing (or, past {@link WRITE_GUARD_MS}, hanging) write is a counted backend
+ * error, never a failed call. Returns `undefined` when the write finished synchronously, else a
+ * promise that never rejects.
  */
 export function writeEntry(
   state: CacheState,
@@ -89,7 +98,11 @@ export function writeEntry(
   try {
     const written = state.cache.set(key, entry, { ttl });
     if (isThenable(written)) {
-      return Promise.resolve(written).then(undefined, (error: unknown) => {
+      return raceTimeout(
+        Promise.resolve(written),
+        WRITE_GUARD_MS,
+        () => new Error(`cache.set for '${key}' did not settle within ${WRITE_GUARD_MS}ms`),
+      ).then(undefined, (error: unknown) => {
         reportBackendError(state.name, 'set', key, error);
       });
     }

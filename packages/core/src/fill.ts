@@ -15,22 +15,6 @@ export function detach(state: CacheState, flight: Flight): void {
   if (state.flights.get(flight.key) === flight) state.flights.delete(flight.key);
 }
 
-/**
- * How long a settled flight whose write has not landed yet stays joinable. Normally the write lands
- * first; but a write that never completes (a platform that freezes work left after the response, as
- * edge runtimes do) must not pin an old value in the registry.
- */
-export const SETTLED_JOIN_WINDOW_MS = 1_000;
-
-/** The flight callers of `key` may join now, if any. */
-export function joinableFlight(state: CacheState, key: string): Flight | undefined {
-  const flight = state.flights.get(key);
-  if (flight === undefined || flight.result === undefined) return flight;
-  if (Date.now() - flight.settledAt <= SETTLED_JOIN_WINDOW_MS) return flight;
-  detach(state, flight);
-  return undefined;
-}
-
 function fillEvent(
   state: CacheState,
   flight: Flight,
@@ -82,10 +66,11 @@ export function startFlight(
 }
 
 /**
- * Delivers a value to the flight's callers and writes it (unless it came from another replica, is
- * `undefined`, or the key was invalidated meanwhile). After a synchronous write the flight leaves
- * the registry before its callers hear; after an asynchronous one it stays, settled, until the write
- * lands, so a caller arriving in between gets the value instead of starting a second fill.
+ * Writes a value (unless it came from another replica, is `undefined`, or the key was invalidated
+ * meanwhile), then takes the flight out of the registry and hands the value to its callers. Callers
+ * hear only once the write has landed (or failed, which is reported), so after `await getOrCompute`
+ * the value is in the cache; a caller arriving meanwhile joins the flight instead of reading a cache
+ * that does not have the value yet.
  */
 function deliver(
   state: CacheState,
@@ -99,13 +84,15 @@ function deliver(
     write && value !== undefined && !flight.invalidated
       ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options), physicalTtl(options))
       : undefined;
-  if (pending === undefined) {
+  const finish = (): void => {
     detach(state, flight);
     flight.settle({ ok: true, value });
+  };
+  if (pending === undefined) {
+    finish();
     return undefined;
   }
-  flight.settle({ ok: true, value });
-  return pending.then(() => detach(state, flight));
+  return pending.then(finish);
 }
 
 /** Gives unfinished work to the platform's `waitUntil`, when the caller supplied one. */

@@ -37,8 +37,6 @@ export class Flight {
   invalidated = false;
   /** Set once; later settles are ignored. */
   result: FlightResult | undefined = undefined;
-  /** When it settled (ms since the epoch); 0 before. */
-  settledAt = 0;
   /** The `fillTimeout` timer, if any. */
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** Called when the last caller leaves an unsettled foreground fill. */
@@ -98,7 +96,6 @@ export class Flight {
   settle(result: FlightResult): boolean {
     if (this.result !== undefined) return false;
     this.result = result;
-    this.settledAt = Date.now();
     this.callers = 0;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.onSettle?.();

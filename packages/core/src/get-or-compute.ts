@@ -4,7 +4,7 @@ import type { Cache, CacheEntry } from './cache.js';
 import { coarseNow } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
-import { execute, type FillFn, handOff, joinableFlight, startFlight } from './fill.js';
+import { execute, type FillFn, handOff, startFlight } from './fill.js';
 import type { Flight } from './flight.js';
 import {
   type FillContext,
@@ -59,7 +59,7 @@ export function getOrCompute<T>(
     return Promise.reject(error);
   }
   if (state.flights.size !== 0) {
-    const flight = joinableFlight(state, key);
+    const flight = state.flights.get(key);
     if (flight !== undefined && !flight.background)
       return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
@@ -106,7 +106,7 @@ export function getOrComputeWith<T>(
   const signal = resolved.signal;
   if (signal?.aborted) return Promise.reject(signal.reason);
   if (state.flights.size !== 0 && resolved.grace === 0) {
-    const flight = joinableFlight(state, key);
+    const flight = state.flights.get(key);
     if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
   }
   const read = sharedRead(state, key);
@@ -163,12 +163,11 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (joinableFlight(state, key) === undefined)
-        refreshInBackground(state, key, options, fill, entry.value);
+      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry.value);
       return Promise.resolve(entry.value);
     }
   }
-  const inFlight = joinableFlight(state, key);
+  const inFlight = state.flights.get(key);
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
   const flight = startFlight(state, key, options, false);

@@ -113,22 +113,36 @@ describe('expiry', () => {
   });
 });
 
-describe('a write that never lands', () => {
-  it('keeps its settled fill joinable for at most a second, then callers read and fill again', async () => {
+describe('the write', () => {
+  it('lands before the callers hear, so after await the value is in the cache', async () => {
+    const cache = testCache({ async: true });
+    const value = await getOrCompute(cache, 'k', 60_000, async () => 'v');
+    expect(value).toBe('v');
+    expect(cache.backend.read('k')?.value).toBe('v');
+  });
+
+  it('that never settles holds its callers at most 5 s, is reported, and the next caller fills again', async () => {
     vi.useFakeTimers({ now: 0 });
     const cache = testCache();
     cache.set = () => new Promise<void>(() => {});
     const fill = vi.fn(async () => 'v');
-    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('v');
+    const first = getOrCompute(cache, 'k', 60_000, fill);
+    const joined = getOrCompute(cache, 'k', 60_000, fill);
+    await vi.advanceTimersByTimeAsync(4_999);
     expect(inFlightCount(cache)).toBe(1);
-    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('v');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await first).toBe('v');
+    expect(await joined).toBe('v');
+    expect(stats().backendErrors).toBe(1);
+    expect(inFlightCount(cache)).toBe(0);
     expect(fill).toHaveBeenCalledTimes(1);
-    await vi.advanceTimersByTimeAsync(1_001);
-    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('v');
+    const again = getOrCompute(cache, 'k', 60_000, fill);
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(await again).toBe('v');
     expect(fill).toHaveBeenCalledTimes(2);
   });
 
-  it('hands the write to waitUntil when the caller gives one', async () => {
+  it('hands the rest of the fill (write, lock release) to waitUntil when the caller gives one', async () => {
     const cache = testCache({ async: true });
     const waitUntil = vi.fn();
     expect(await getOrComputeWith(cache, 'k', { ttl: 1_000, waitUntil }, () => 'v')).toBe('v');

@@ -1,5 +1,6 @@
+export { buildIfStale } from './build.js';
 export { type RedisClusterServer, startRedisCluster } from './cluster.js';
-export { freePort } from './ports.js';
+export { freePort, ping } from './ports.js';
 export {
   type RedisProcess,
   redisCliBinary,
@@ -7,4 +8,4 @@ export {
   spawnWorker,
   type Worker,
 } from './processes.js';
-export { ping, type RedisServer, randomPrefix, startRedisServer, testRedis } from './redis-server.js';
+export { type RedisServer, randomPrefix, startRedisServer, testRedis } from './redis-server.js';

@@ -1,4 +1,4 @@
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {
@@ -13,5 +13,27 @@ export function freePort(): Promise<number> {
         else reject(new Error('could not read the port of a listening socket'));
       });
     });
+  });
+}
+
+/**
+ * Sends PING over a raw socket; true on +PONG within `timeoutMs` (or, with `authIsAlive`, on the
+ * NOAUTH error a server with `requirepass` answers).
+ */
+export function ping(host: string, port: number, timeoutMs = 500, authIsAlive = false): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (data) => {
+      const reply = data.toString();
+      done(reply.startsWith('+PONG') || (authIsAlive && reply.startsWith('-NOAUTH')));
+    });
+    socket.on('error', () => done(false));
   });
 }

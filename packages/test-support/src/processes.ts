@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { ping } from './redis-server.js';
+import { ping } from './ports.js';
 
 /** A redis-server process started on a port the caller chose (so it can be restarted on it). */
 export interface RedisProcess {
@@ -62,7 +62,9 @@ export async function spawnRedisServer(
     { stdio: 'ignore' },
   );
   const deadline = Date.now() + 10_000;
-  while (!(await ping('127.0.0.1', port, 200))) {
+  // A server with requirepass answers PING with NOAUTH: that still means it is up.
+  const guarded = extraArgs.includes('--requirepass');
+  while (!(await ping('127.0.0.1', port, 200, guarded))) {
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
