@@ -1,34 +1,7 @@
 import { fileURLToPath } from 'node:url';
-import { spawnWorker, type Worker } from '@stampede/test-support';
-import type { Cluster, Redis } from 'ioredis';
+import { broadcast, startWorkers, type Worker } from '@stampede/test-support';
 
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, (char) => `\\${char}`);
-}
-
-async function scanDelete(node: Redis, pattern: string, remove: (keys: string[]) => Promise<unknown>) {
-  let cursor = '0';
-  do {
-    const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-    cursor = next;
-    if (keys.length !== 0) await remove(keys);
-  } while (cursor !== '0');
-}
-
-/** Deletes every key that starts with `prefix` (SCAN + DEL; on a cluster, on every master). */
-export async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<void> {
-  const pattern = `${escapeGlob(prefix)}*`;
-  if (client.isCluster) {
-    const cluster = client as Cluster;
-    for (const node of cluster.nodes('master')) {
-      // Keys from one SCAN page can live in different slots: delete them one by one.
-      await scanDelete(node, pattern, (keys) => Promise.all(keys.map((key) => node.del(key))));
-    }
-  } else {
-    const redis = client as Redis;
-    await scanDelete(redis, pattern, (keys) => redis.del(...keys));
-  }
-}
+export { deletePrefix } from '@stampede/test-support';
 
 /** Result line of one `herd` command of test/fixtures/replica.mjs. */
 export interface HerdReport {
@@ -54,26 +27,21 @@ export interface ReplicaConfig {
 const REPLICA = fileURLToPath(new URL('./fixtures/replica.mjs', import.meta.url));
 
 /** Starts `count` replica processes and waits until each has its Redis connection ready. */
-export async function startReplicas(count: number, config: ReplicaConfig): Promise<Worker[]> {
-  const workers = Array.from({ length: count }, () => spawnWorker(REPLICA, [JSON.stringify(config)]));
-  await Promise.all(
-    workers.map((worker) => worker.next<{ id?: string; ready?: boolean }>((report) => report.id === 'start')),
-  );
-  return workers;
+export function startReplicas(count: number, config: ReplicaConfig): Promise<Worker[]> {
+  return startWorkers(REPLICA, count, config);
 }
 
 /** Sends one herd to every worker at once and collects their reports. */
-export async function herd(
+export function herd(
   workers: readonly Worker[],
   command: { key: string; callers: number; fillMs: number; mode?: 'push' | 'poll'; options: object },
   timeoutMs = 30_000,
 ): Promise<HerdReport[]> {
-  const id = `${command.key}-${Math.random().toString(36).slice(2)}`;
-  for (const worker of workers) worker.send({ cmd: 'herd', id, ...command });
-  return Promise.all(
-    workers.map((worker) =>
-      worker.next<HerdReport>((report) => report.id === id && 'answered' in report, timeoutMs),
-    ),
+  return broadcast<HerdReport>(
+    workers,
+    { cmd: 'herd', ...command },
+    (report) => 'answered' in report,
+    timeoutMs,
   );
 }
 

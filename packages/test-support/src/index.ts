@@ -1,11 +1,14 @@
 export { buildIfStale } from './build.js';
+export { deletePrefix } from './cleanup.js';
 export { type RedisClusterServer, startRedisCluster } from './cluster.js';
 export { freePort, ping } from './ports.js';
 export {
+  broadcast,
   type RedisProcess,
   redisCliBinary,
   spawnRedisServer,
   spawnWorker,
+  startWorkers,
   type Worker,
 } from './processes.js';
 export { type RedisServer, randomPrefix, startRedisServer, testRedis } from './redis-server.js';

@@ -166,3 +166,30 @@ export function spawnWorker(
     stderr: () => errorText,
   };
 }
+
+/**
+ * Starts `count` workers running `script` with `config` (as one JSON argument) and waits until each
+ * reports `{ id: 'start' }`.
+ */
+export async function startWorkers(script: string, count: number, config: unknown): Promise<Worker[]> {
+  const workers = Array.from({ length: count }, () => spawnWorker(script, [JSON.stringify(config)]));
+  await Promise.all(workers.map((worker) => worker.next<{ id?: string }>((report) => report.id === 'start')));
+  return workers;
+}
+
+/**
+ * Sends `command` (with a fresh `id`) to every worker at once and collects, from each, the first
+ * report with that id that `isAnswer` accepts.
+ */
+export function broadcast<R extends { id: string }>(
+  workers: readonly Worker[],
+  command: Record<string, unknown>,
+  isAnswer: (report: R) => boolean,
+  timeoutMs = 30_000,
+): Promise<R[]> {
+  const id = `${String(command.key ?? command.cmd)}-${Math.random().toString(36).slice(2)}`;
+  for (const worker of workers) worker.send({ ...command, id });
+  return Promise.all(
+    workers.map((worker) => worker.next<R>((report) => report.id === id && isAnswer(report), timeoutMs)),
+  );
+}

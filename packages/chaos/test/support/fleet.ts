@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { spawnWorker, type Worker } from '@stampede/test-support';
+import { broadcast, startWorkers, type Worker } from '@stampede/test-support';
 
 /** What one app process reports after a herd. */
 export interface HerdReport {
@@ -25,10 +25,8 @@ export interface AppConfig {
 const APP = fileURLToPath(new URL('../fixtures/app.mjs', import.meta.url));
 
 /** Starts `count` app processes and waits until each has its Redis connection ready. */
-export async function startApps(count: number, config: AppConfig): Promise<Worker[]> {
-  const workers = Array.from({ length: count }, () => spawnWorker(APP, [JSON.stringify(config)]));
-  await Promise.all(workers.map((worker) => worker.next<{ id?: string }>((report) => report.id === 'start')));
-  return workers;
+export function startApps(count: number, config: AppConfig): Promise<Worker[]> {
+  return startWorkers(APP, count, config);
 }
 
 /** Waits until every app answers PING through whatever sits between it and Redis. */
@@ -47,17 +45,16 @@ export async function allReady(workers: readonly Worker[]): Promise<void> {
 }
 
 /** Sends one herd to every app at once and collects their reports. */
-export async function herd(
+export function herd(
   workers: readonly Worker[],
   command: { key: string; callers: number; fillMs: number; options: object },
   timeoutMs = 30_000,
 ): Promise<HerdReport[]> {
-  const id = `${command.key}-${Math.random().toString(36).slice(2)}`;
-  for (const worker of workers) worker.send({ cmd: 'herd', id, ...command });
-  return Promise.all(
-    workers.map((worker) =>
-      worker.next<HerdReport>((report) => report.id === id && 'answered' in report, timeoutMs),
-    ),
+  return broadcast<HerdReport>(
+    workers,
+    { cmd: 'herd', ...command },
+    (report) => 'answered' in report,
+    timeoutMs,
   );
 }
 
