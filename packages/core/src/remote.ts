@@ -2,6 +2,8 @@
 // HTTP) shares, kept here so the two stay byte-compatible: pointed at one database with one prefix,
 // they read each other's entries, honour each other's tombstones and contend for the same lock.
 
+import { ENVELOPE_VERSION } from './envelope.js';
+
 /** The Redis names one cache key maps to. */
 export interface RemoteKeys {
   /** Holds the envelope (or, after a delete, a tombstone). */
@@ -62,6 +64,8 @@ export const TOMBSTONE_PREFIX = 't|';
  * Lua: KEYS[1] value key; ARGV[1] envelope, ARGV[2] its createdAt, ARGV[3] PX ('' for none).
  * Refuses (0) when the stored entry is newer or a tombstone is newer than the fill's start, so a
  * fill never replaces a newer value nor undoes an invalidation that happened after it started.
+ * Only a well-formed header of this envelope version counts as an entry: anything else stored there
+ * (garbage, another version) reads as a miss, so it must never block the write that repairs it.
  */
 export const WRITE_GUARD_LUA = `
 local current = redis.call('GET', KEYS[1])
@@ -71,7 +75,7 @@ if current then
   if deleted then
     if tonumber(deleted) > created then return 0 end
   else
-    local stored = string.match(current, '^s%d+|(%-?%d+)|')
+    local stored = string.match(current, '^s${ENVELOPE_VERSION}|(%-?%d+)|%d*|%d*|')
     if stored and tonumber(stored) > created then return 0 end
   end
 end

@@ -70,6 +70,10 @@ describe('stored format', () => {
     ['garbage', 'not an envelope'],
     ['another version', 's9|1|2|3|{}'],
     ['a bad payload', `s1|${Date.now()}|${Date.now() + 60_000}|${Date.now() + 60_000}|{not json`],
+    // Found by the chaos suite's fuzzer: headers that look like an entry from the future must not
+    // make the write guard refuse the repairing write.
+    ['another version from the future', `s9|${Date.now() + 3_600_000}|1|2|{}`],
+    ['a corrupted header', `s11${Date.now()}|${Date.now() + 3_600_000}|${Date.now() + 3_600_000}|{}`],
   ])('reads %s as a miss plus a counted decode event, then fills over it', async (_label, stored) => {
     const cache = newCache();
     const key = `undecodable-${_label}`;
