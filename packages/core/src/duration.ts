@@ -51,3 +51,15 @@ export function toMilliseconds(value: Duration, name: string): number {
 export function toOptionalMilliseconds(value: Duration | undefined, name: string): number | undefined {
   return value === undefined ? undefined : toMilliseconds(value, name);
 }
+
+/**
+ * Like {@link toMilliseconds}, for durations that must be at least 1 ms (a lock's TTL, a poll
+ * interval, an adapter's time limit).
+ *
+ * @throws RangeError when the duration is below 1 ms
+ */
+export function toPositiveMilliseconds(value: Duration, name: string): number {
+  const ms = toMilliseconds(value, name);
+  if (ms < 1) throw new RangeError(`${name} must be at least 1ms; got ${ms}`);
+  return ms;
+}

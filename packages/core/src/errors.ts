@@ -50,7 +50,7 @@ export function isCacheFillError(error: unknown): error is CacheFillError {
   return candidate.name === 'CacheFillError' && candidate.code === CACHE_FILL_ERROR_CODE;
 }
 
-/** The message of whatever a fill threw, for coalesced callers. */
+/** The message of whatever was thrown (an `Error`'s message, else its text), never itself throwing. */
 export function messageOf(error: unknown): string {
   if (error instanceof Error) return error.message;
   if (typeof error === 'string') return error;

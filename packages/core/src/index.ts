@@ -1,6 +1,6 @@
 export { configure, type StampedeConfig } from './background.js';
 export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePromise } from './cache.js';
-export { type Duration, type DurationUnit, toMilliseconds } from './duration.js';
+export { type Duration, type DurationUnit, toMilliseconds, toPositiveMilliseconds } from './duration.js';
 export {
   decodeEnvelope,
   ENVELOPE_VERSION,
@@ -14,6 +14,7 @@ export {
   CacheFillError,
   type CacheFillErrorKind,
   isCacheFillError,
+  messageOf,
 } from './errors.js';
 export {
   type BackendErrorEvent,
@@ -32,13 +33,17 @@ export type { FillContext, GetOrComputeOptions } from './options.js';
 export { inFlightCount } from './registry.js';
 export {
   checkRemotePrefix,
+  decodeStored,
   EXTEND_LOCK_LUA,
   RELEASE_LOCK_LUA,
   type RemoteKeys,
   raceTimeout,
   remoteKeys,
   TOMBSTONE_PREFIX,
+  tombstone,
   WRITE_GUARD_LUA,
+  type WriteGuardArgs,
+  writeGuardArgs,
 } from './remote.js';
 export {
   reportBackendError,

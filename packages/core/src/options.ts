@@ -1,4 +1,4 @@
-import { type Duration, toMilliseconds, toOptionalMilliseconds } from './duration.js';
+import { type Duration, toMilliseconds, toOptionalMilliseconds, toPositiveMilliseconds } from './duration.js';
 
 /** Options of {@link getOrComputeWith}. Every field is optional. */
 export interface GetOrComputeOptions {
@@ -115,8 +115,9 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
     throw new TypeError(`options.distributedFillLock must be a boolean; got ${typeof lock}`);
   }
   const lockTtl =
-    options.lockTtl === undefined ? DEFAULT_LOCK_TTL : toMilliseconds(options.lockTtl, 'options.lockTtl');
-  if (lockTtl < 1) throw new RangeError(`options.lockTtl must be at least 1ms; got ${lockTtl}`);
+    options.lockTtl === undefined
+      ? DEFAULT_LOCK_TTL
+      : toPositiveMilliseconds(options.lockTtl, 'options.lockTtl');
   const lockWaitTimeout =
     options.lockWaitTimeout === undefined
       ? DEFAULT_LOCK_WAIT_TIMEOUT
@@ -124,10 +125,7 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   const lockPollInterval =
     options.lockPollInterval === undefined
       ? DEFAULT_LOCK_POLL_INTERVAL
-      : toMilliseconds(options.lockPollInterval, 'options.lockPollInterval');
-  if (lockPollInterval < 1) {
-    throw new RangeError(`options.lockPollInterval must be at least 1ms; got ${lockPollInterval}`);
-  }
+      : toPositiveMilliseconds(options.lockPollInterval, 'options.lockPollInterval');
   const signal = options.signal;
   if (signal !== undefined && !isAbortSignal(signal)) {
     throw new TypeError('options.signal must be an AbortSignal');

@@ -2,7 +2,8 @@
 // HTTP) shares, kept here so the two stay byte-compatible: pointed at one database with one prefix,
 // they read each other's entries, honour each other's tombstones and contend for the same lock.
 
-import { ENVELOPE_VERSION } from './envelope.js';
+import type { CacheEntry } from './cache.js';
+import { decodeEnvelope, ENVELOPE_VERSION, encodeEnvelope, type Serializer } from './envelope.js';
 
 /** The Redis names one cache key maps to. */
 export interface RemoteKeys {
@@ -59,6 +60,52 @@ export function remoteKeys(prefix: string, key: string): RemoteKeys {
 
 /** What a tombstone (a delete's marker, holding its time) starts with; envelopes start with `s<version>|`. */
 export const TOMBSTONE_PREFIX = 't|';
+
+/** The text a delete stores: a tombstone holding the deletion time, which the write guard compares. */
+export function tombstone(now: number = Date.now()): string {
+  return `${TOMBSTONE_PREFIX}${Math.round(now)}`;
+}
+
+/**
+ * What a stored value means: nothing or a tombstone is a miss (`undefined`), anything else must be
+ * an envelope.
+ *
+ * @throws TypeError (or the serializer's error) for text that is not an envelope of this version
+ */
+export function decodeStored(stored: unknown, serializer?: Serializer): CacheEntry | undefined {
+  if (stored === null || stored === undefined) return undefined;
+  if (typeof stored === 'string' && stored.startsWith(TOMBSTONE_PREFIX)) return undefined;
+  return decodeEnvelope(stored, serializer);
+}
+
+/** The arguments of {@link WRITE_GUARD_LUA} (ARGV 1 to 3) for one write. */
+export interface WriteGuardArgs {
+  /** The encoded envelope. */
+  readonly text: string;
+  /** The entry's `createdAt`, whole milliseconds. */
+  readonly createdAt: string;
+  /** The physical TTL for `PX`, whole milliseconds; `''` for none. */
+  readonly px: string;
+}
+
+/**
+ * Encodes `entry` for the write guard, or `undefined` when a physical TTL of 0 means it is not
+ * stored at all.
+ *
+ * @throws whatever the serializer throws for a value it cannot represent
+ */
+export function writeGuardArgs(
+  entry: CacheEntry,
+  ttl: number | undefined,
+  serializer?: Serializer,
+): WriteGuardArgs | undefined {
+  if (ttl !== undefined && !(ttl > 0)) return undefined;
+  return {
+    text: encodeEnvelope(entry, serializer),
+    createdAt: String(Math.round(entry.createdAt)),
+    px: ttl === undefined || ttl === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(ttl)),
+  };
+}
 
 /**
  * Lua: KEYS[1] value key; ARGV[1] envelope, ARGV[2] its createdAt, ARGV[3] PX ('' for none).

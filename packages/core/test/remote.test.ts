@@ -45,3 +45,24 @@ describe('the shared remote layout', () => {
     await expect(raceTimeout(Promise.resolve(1), 100, () => new Error('x'))).resolves.toBe(1);
   });
 });
+
+describe('stored values and write arguments', () => {
+  it('reads nothing and tombstones as misses, and encodes entries for the write guard', async () => {
+    const { decodeStored, tombstone, writeGuardArgs, encodeEnvelope } = await import('../src/index.js');
+    const entry = { value: { n: 1 }, createdAt: 1_000.4, freshUntil: 2_000, staleUntil: 3_000 };
+    expect(decodeStored(null)).toBeUndefined();
+    expect(decodeStored(undefined)).toBeUndefined();
+    expect(decodeStored(tombstone(5_000))).toBeUndefined();
+    expect(tombstone(5_000)).toBe('t|5000');
+    expect(decodeStored(encodeEnvelope(entry))?.value).toEqual({ n: 1 });
+    expect(() => decodeStored('garbage')).toThrow(TypeError);
+    expect(writeGuardArgs(entry, 0)).toBeUndefined();
+    expect(writeGuardArgs(entry, 1_500.2)).toEqual({
+      text: encodeEnvelope(entry),
+      createdAt: '1000',
+      px: '1501',
+    });
+    expect(writeGuardArgs(entry, undefined)?.px).toBe('');
+    expect(() => writeGuardArgs({ ...entry, value: 1n }, 10)).toThrow(TypeError);
+  });
+});

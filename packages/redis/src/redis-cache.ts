@@ -3,14 +3,16 @@ import {
   type CacheEntry,
   type CacheSetOptions,
   type Duration,
-  decodeEnvelope,
-  encodeEnvelope,
+  decodeStored,
   type FillLock,
   type FillOutcome,
   jsonSerializer,
+  messageOf,
   type Serializer,
-  TOMBSTONE_PREFIX,
-  toMilliseconds,
+  tombstone,
+  toPositiveMilliseconds,
+  type WriteGuardArgs,
+  writeGuardArgs,
 } from '@stampede/core';
 import type { Cluster, Redis } from 'ioredis';
 import { createContext } from './context.js';
@@ -79,16 +81,6 @@ export interface RedisCache extends Cache {
   close(): Promise<void>;
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function positive(value: Duration, field: string): number {
-  const ms = toMilliseconds(value, field);
-  if (ms < 1) throw new RangeError(`${field} must be at least 1ms; got ${ms}`);
-  return ms;
-}
-
 function checkOptions(options: RedisCacheOptions): void {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   const { client, prefix, name, serializer, pushWakeUp } = options;
@@ -142,9 +134,11 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
   const operationTimeout =
     options.operationTimeout === undefined
       ? 1_000
-      : positive(options.operationTimeout, 'options.operationTimeout');
+      : toPositiveMilliseconds(options.operationTimeout, 'options.operationTimeout');
   const tombstoneTtl =
-    options.tombstoneTtl === undefined ? 10_000 : positive(options.tombstoneTtl, 'options.tombstoneTtl');
+    options.tombstoneTtl === undefined
+      ? 10_000
+      : toPositiveMilliseconds(options.tombstoneTtl, 'options.tombstoneTtl');
   const context = createContext(client, name, prefix, operationTimeout);
   const notifier = createNotifier(context);
 
@@ -154,13 +148,12 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     client,
     async get(key) {
       const text = await context.call('get', key, () => client.get(redisKeys(prefix, key).value));
-      if (text === null || text.startsWith(TOMBSTONE_PREFIX)) return undefined;
       try {
-        return decodeEnvelope(text, serializer);
+        return decodeStored(text, serializer);
       } catch (cause) {
         const error = new RedisCacheError(
           'STAMPEDE_REDIS_DECODE',
-          `cannot decode the entry of '${key}' (read as a miss): ${describe(cause)}`,
+          `cannot decode the entry of '${key}' (read as a miss): ${messageOf(cause)}`,
           { key, cause },
         );
         context.report('decode', key, error);
@@ -168,27 +161,25 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       }
     },
     async set(key, entry, { ttl }) {
-      if (ttl !== undefined && !(ttl > 0)) return;
-      let text: string;
+      let args: WriteGuardArgs | undefined;
       try {
-        text = encodeEnvelope(entry, serializer);
+        args = writeGuardArgs(entry, ttl, serializer);
       } catch (cause) {
         throw new RedisCacheError(
           'STAMPEDE_REDIS_ENCODE',
-          `cannot serialise the value of '${key}' (not stored): ${describe(cause)}`,
+          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
           { key, cause },
         );
       }
-      const px = ttl === undefined || ttl === Number.POSITIVE_INFINITY ? '' : Math.ceil(ttl);
-      const createdAt = Math.round(entry.createdAt);
+      if (args === undefined) return;
+      const { text, createdAt, px } = args;
       await context.call('set', key, () =>
         runScript(client, WRITE_SCRIPT, [redisKeys(prefix, key).value], [text, createdAt, px]),
       );
     },
     async delete(key) {
-      const tombstone = `${TOMBSTONE_PREFIX}${Date.now()}`;
       await context.call('delete', key, () =>
-        client.set(redisKeys(prefix, key).value, tombstone, 'PX', Math.ceil(tombstoneTtl)),
+        client.set(redisKeys(prefix, key).value, tombstone(), 'PX', Math.ceil(tombstoneTtl)),
       );
     },
     tryAcquireFillLock(key, ttl) {

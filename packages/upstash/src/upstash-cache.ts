@@ -3,13 +3,15 @@ import {
   type CacheEntry,
   type CacheSetOptions,
   type Duration,
-  decodeEnvelope,
-  encodeEnvelope,
+  decodeStored,
   type FillLock,
   jsonSerializer,
+  messageOf,
   type Serializer,
-  TOMBSTONE_PREFIX,
-  toMilliseconds,
+  tombstone,
+  toPositiveMilliseconds,
+  type WriteGuardArgs,
+  writeGuardArgs,
 } from '@stampede/core';
 import { assertUpstashClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
@@ -72,16 +74,6 @@ export interface UpstashCache extends Cache {
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function positive(value: Duration, field: string): number {
-  const ms = toMilliseconds(value, field);
-  if (ms < 1) throw new RangeError(`${field} must be at least 1ms; got ${ms}`);
-  return ms;
-}
-
 function checkOptions(options: UpstashCacheOptions): void {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError('options must be an object with a client from @upstash/redis');
@@ -125,9 +117,11 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   const operationTimeout =
     options.operationTimeout === undefined
       ? 1_000
-      : positive(options.operationTimeout, 'options.operationTimeout');
+      : toPositiveMilliseconds(options.operationTimeout, 'options.operationTimeout');
   const tombstoneTtl =
-    options.tombstoneTtl === undefined ? 10_000 : positive(options.tombstoneTtl, 'options.tombstoneTtl');
+    options.tombstoneTtl === undefined
+      ? 10_000
+      : toPositiveMilliseconds(options.tombstoneTtl, 'options.tombstoneTtl');
   const context: OperationContext = { name, operationTimeout, waitUntil: options.waitUntil };
 
   return {
@@ -138,14 +132,12 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       const stored = await callUpstash(context, 'get', key, () =>
         client.get<unknown>(upstashKeys(prefix, key).value),
       );
-      if (stored === null || stored === undefined) return undefined;
-      if (typeof stored === 'string' && stored.startsWith(TOMBSTONE_PREFIX)) return undefined;
       try {
-        return decodeEnvelope(stored, serializer);
+        return decodeStored(stored, serializer);
       } catch (cause) {
         const error = new UpstashCacheError(
           'STAMPEDE_UPSTASH_DECODE',
-          `cannot decode the entry of '${key}' (read as a miss): ${describe(cause)}`,
+          `cannot decode the entry of '${key}' (read as a miss): ${messageOf(cause)}`,
           { key, cause },
         );
         report(context, 'decode', key, error);
@@ -153,19 +145,18 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       }
     },
     async set(key, entry, { ttl }) {
-      if (ttl !== undefined && !(ttl > 0)) return;
-      let text: string;
+      let args: WriteGuardArgs | undefined;
       try {
-        text = encodeEnvelope(entry, serializer);
+        args = writeGuardArgs(entry, ttl, serializer);
       } catch (cause) {
         throw new UpstashCacheError(
           'STAMPEDE_UPSTASH_ENCODE',
-          `cannot serialise the value of '${key}' (not stored): ${describe(cause)}`,
+          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
           { key, cause },
         );
       }
-      const px = ttl === undefined || ttl === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(ttl));
-      const createdAt = String(Math.round(entry.createdAt));
+      if (args === undefined) return;
+      const { text, createdAt, px } = args;
       await keepAlive(
         context,
         callUpstash(context, 'set', key, () =>
@@ -174,11 +165,10 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       );
     },
     async delete(key) {
-      const tombstone = `${TOMBSTONE_PREFIX}${Date.now()}`;
       await keepAlive(
         context,
         callUpstash(context, 'delete', key, () =>
-          client.set(upstashKeys(prefix, key).value, tombstone, { px: Math.ceil(tombstoneTtl) }),
+          client.set(upstashKeys(prefix, key).value, tombstone(), { px: Math.ceil(tombstoneTtl) }),
         ),
       );
     },
