@@ -18,11 +18,10 @@ export const SEED_ROWS = 20_000;
  */
 
 /**
- * Runs the demo with `env` until it exits (for start-up failures).
+ * Spawns the demo with `env` in a fresh data folder, collecting everything it prints.
  * @param {Record<string, string>} env
- * @returns {Promise<{ code: number | null, output: string }>}
  */
-export function runToExit(env, timeoutMs = 20_000) {
+function spawnDemo(env) {
   const dataDir = mkdtempSync(join(tmpdir(), 'stampede-demo-'));
   const child = spawn(process.execPath, [SERVER], {
     env: { ...process.env, PORT: '0', DATA_DIR: dataDir, SEED_ROWS: String(SEED_ROWS), ...env },
@@ -31,12 +30,22 @@ export function runToExit(env, timeoutMs = 20_000) {
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
+  return { child, dataDir, output: () => output };
+}
+
+/**
+ * Runs the demo with `env` until it exits (for start-up failures).
+ * @param {Record<string, string>} env
+ * @returns {Promise<{ code: number | null, output: string }>}
+ */
+export function runToExit(env, timeoutMs = 20_000) {
+  const { child, dataDir, output } = spawnDemo(env);
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   return new Promise((resolve) => {
     child.on('exit', (code) => {
       clearTimeout(timer);
       rmSync(dataDir, { recursive: true, force: true });
-      resolve({ code, output });
+      resolve({ code, output: output() });
     });
   });
 }
@@ -47,14 +56,7 @@ export function runToExit(env, timeoutMs = 20_000) {
  * @returns {Promise<DemoProcess>}
  */
 export async function startDemo(env = {}, timeoutMs = 45_000) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'stampede-demo-'));
-  const child = spawn(process.execPath, [SERVER], {
-    env: { ...process.env, PORT: '0', DATA_DIR: dataDir, SEED_ROWS: String(SEED_ROWS), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
+  const { child, dataDir, output } = spawnDemo(env);
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
 
   const stop = async () => {
@@ -68,11 +70,11 @@ export async function startDemo(env = {}, timeoutMs = 45_000) {
 
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`demo not ready after ${timeoutMs} ms:\n${output}`)),
+      () => reject(new Error(`demo not ready after ${timeoutMs} ms:\n${output()}`)),
       timeoutMs,
     );
     const check = () => {
-      const match = READY.exec(output);
+      const match = READY.exec(output());
       if (match) {
         clearTimeout(timer);
         resolve(match[1]);
@@ -81,13 +83,13 @@ export async function startDemo(env = {}, timeoutMs = 45_000) {
     child.stdout.on('data', check);
     exited.then(() => {
       clearTimeout(timer);
-      reject(new Error(`demo exited before it was ready:\n${output}`));
+      reject(new Error(`demo exited before it was ready:\n${output()}`));
     });
   }).catch(async (error) => {
     await stop();
     throw error;
   });
-  return { url, output: () => output, stop };
+  return { url, output, stop };
 }
 
 /**
