@@ -1,7 +1,7 @@
 // One replica of the fleet scenario: a real child process that creates every Redis variant, then on
 // each 'prepare' + 'go' fires its callers at one key at once and reports fills and latencies.
 import { redisVariant } from './peers/index.mjs';
-import { sleep } from './stats.mjs';
+import { sleep, startCallers } from './stats.mjs';
 
 const instances = new Map();
 let prepared;
@@ -26,7 +26,6 @@ async function go() {
   const { variant, key, callers, fillMs } = prepared;
   const instance = instances.get(variant);
   let fills = 0;
-  let errors = 0;
   const fillTook = [];
   const fill = async () => {
     fills++;
@@ -35,21 +34,9 @@ async function go() {
     fillTook.push(performance.now() - t);
     return { count: 1, by: process.pid };
   };
-  const latencies = new Array(callers);
-  const pending = new Array(callers);
-  for (let i = 0; i < callers; i++) {
-    const start = performance.now();
-    pending[i] = Promise.resolve()
-      .then(() => instance.get(key, fill))
-      .catch(() => {
-        errors++;
-      })
-      .finally(() => {
-        latencies[i] = performance.now() - start;
-      });
-  }
-  await Promise.all(pending);
-  send({ type: 'result', fills, fillTook, latencies, errors });
+  const { all, latencies, counts } = startCallers(callers, () => instance.get(key, fill));
+  await all;
+  send({ type: 'result', fills, fillTook, latencies, errors: counts.failed });
 }
 
 async function close() {

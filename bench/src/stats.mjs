@@ -55,3 +55,28 @@ export function rotate(items, round) {
 }
 
 export const sleep = (delay) => new Promise((resolve) => setTimeout(resolve, delay));
+
+/**
+ * Starts `callers` concurrent calls of `call` (each in its own microtask) and records, per caller,
+ * its latency in ms (0 until it settles) and whether it failed.
+ * @param {number} callers
+ * @param {() => unknown} call
+ */
+export function startCallers(callers, call) {
+  const latencies = new Array(callers).fill(0);
+  const counts = { answered: 0, failed: 0 };
+  const pending = new Array(callers);
+  for (let i = 0; i < callers; i++) {
+    const start = performance.now();
+    pending[i] = Promise.resolve()
+      .then(call)
+      .catch(() => {
+        counts.failed++;
+      })
+      .finally(() => {
+        counts.answered++;
+        latencies[i] = performance.now() - start;
+      });
+  }
+  return { all: Promise.all(pending), latencies, counts };
+}

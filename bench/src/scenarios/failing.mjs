@@ -3,7 +3,7 @@
 // running after `capMs` is reported as "> cap, N fills so far": from then on its fills fail at
 // once so the rest drain quickly, and it is not run again.
 import { config } from '../config.mjs';
-import { median, ms, progress, ratio, rotate, sleep, table } from '../stats.mjs';
+import { median, ms, progress, ratio, rotate, sleep, startCallers, table } from '../stats.mjs';
 import { fillsText } from './herd.mjs';
 
 async function failOnce(instance, key, callers, fillMs, capMs) {
@@ -19,25 +19,9 @@ async function failOnce(instance, key, callers, fillMs, capMs) {
     }
     throw new Error('database unavailable');
   };
-  const latencies = new Float64Array(callers);
-  let answered = 0;
-  let failed = 0;
   globalThis.gc?.();
   const t0 = performance.now();
-  const pending = new Array(callers);
-  for (let i = 0; i < callers; i++) {
-    const start = performance.now();
-    pending[i] = Promise.resolve()
-      .then(() => instance.get(key, fill))
-      .catch(() => {
-        failed++;
-      })
-      .finally(() => {
-        answered++;
-        latencies[i] = performance.now() - start;
-      });
-  }
-  const all = Promise.all(pending);
+  const { all, latencies, counts } = startCallers(callers, () => instance.get(key, fill));
   let timer;
   const capped = await Promise.race([
     all.then(() => false),
@@ -52,7 +36,15 @@ async function failOnce(instance, key, callers, fillMs, capMs) {
     stop = true;
     await Promise.race([all, sleep(10_000)]);
   }
-  return { fills: fillsAtCap, capped, wall, fillTook, failed, answered, maxLatency: Math.max(...latencies) };
+  return {
+    fills: fillsAtCap,
+    capped,
+    wall,
+    fillTook,
+    failed: counts.failed,
+    answered: counts.answered,
+    maxLatency: Math.max(...latencies),
+  };
 }
 
 export async function failingScenario(peers) {
