@@ -44,6 +44,16 @@ export function sharedRead(
   }
   const read = readEntry(state, key);
   if (read === undefined || !isThenable(read)) return read;
+  return shareRead(state, key, read);
+}
+
+/** Registers an asynchronous read of `key` so that concurrent callers share it until it settles. */
+export function shareRead(
+  state: CacheState,
+  key: string,
+  read: Promise<CacheEntry | undefined>,
+): Promise<CacheEntry | undefined> {
+  const { reads } = state;
   reads.set(key, read);
   // Registered before any caller's callback, so the read leaves the map before callers act on it.
   const forget = (): void => {

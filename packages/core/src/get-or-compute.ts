@@ -1,7 +1,6 @@
-import { isThenable, sharedRead } from './backend.js';
+import { isThenable, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
-import { coarseNow } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
 import { execute, type FillFn, handOff, startFlight } from './fill.js';
@@ -13,7 +12,7 @@ import {
   resolveOptions,
   ttlOnly,
 } from './options.js';
-import { type CacheState, stateOf } from './registry.js';
+import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
 export function checkKey(key: unknown): asserts key is string {
@@ -48,13 +47,60 @@ export function getOrCompute<T>(
   ttl: Duration | undefined,
   fill: () => T | Promise<T>,
 ): Promise<T> {
+  // The hit path: a known cache, a plain key, a function, a ttl seen before, nothing in flight and
+  // a synchronous adapter: one read and one real clock reading. (A clock cached until a timer
+  // clears it can be arbitrarily old when the caller never yields to timers.)
+  const state = cache == null ? undefined : (cache as Stateful)[STATE];
+  if (
+    state === undefined ||
+    typeof key !== 'string' ||
+    key.length === 0 ||
+    typeof fill !== 'function' ||
+    !(ttl === undefined || ttl === lastTtl || isPlainMs(ttl)) ||
+    state.flights.size !== 0 ||
+    state.reads.size !== 0
+  ) {
+    return slowGetOrCompute(state, cache, key, ttl, fill);
+  }
+  const read = readEntry(state, key);
+  if (read !== undefined && !isThenable(read)) {
+    const freshUntil = read.freshUntil;
+    if (freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
+      state.counters.hits++;
+      return Promise.resolve(read.value as T);
+    }
+  }
+  const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
+  if (read === undefined || !isThenable(read))
+    return afterRead(state, key, read, options, fill as FillFn) as Promise<T>;
+  return shareRead(state, key, read).then((entry) =>
+    afterRead(state, key, entry, options, fill as FillFn),
+  ) as Promise<T>;
+}
+
+// The last string ttl that parsed: a call with the same literal skips the parser.
+let lastTtl: Duration | undefined;
+
+function isPlainMs(ttl: Duration): boolean {
+  return typeof ttl === 'number' && ttl >= 0 && ttl !== Number.POSITIVE_INFINITY;
+}
+
+/** {@link getOrCompute} for every call the hit path does not take: checks, coalescing, shared reads. */
+function slowGetOrCompute<T>(
+  known: CacheState | undefined,
+  cache: Cache,
+  key: string,
+  ttl: Duration | undefined,
+  fill: () => T | Promise<T>,
+): Promise<T> {
   let state: CacheState;
   let ttlMs: number | undefined;
   try {
     checkKey(key);
     checkFill(fill);
     ttlMs = ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl');
-    state = stateOf(cache);
+    if (typeof ttl === 'string') lastTtl = ttl;
+    state = known ?? stateOf(cache);
   } catch (error) {
     return Promise.reject(error);
   }
@@ -67,7 +113,7 @@ export function getOrCompute<T>(
   if (read === undefined || !isThenable(read)) {
     if (
       read !== undefined &&
-      (read.freshUntil === Number.POSITIVE_INFINITY || coarseNow() < read.freshUntil)
+      (read.freshUntil === Number.POSITIVE_INFINITY || Date.now() < read.freshUntil)
     ) {
       state.counters.hits++;
       return Promise.resolve(read.value as T);
@@ -156,7 +202,7 @@ function afterRead(
   // not start a fill nobody waits for.
   if (options.signal?.aborted) return Promise.reject(options.signal.reason);
   if (entry !== undefined) {
-    const now = coarseNow();
+    const now = Date.now();
     if (now < entry.freshUntil) {
       counters.hits++;
       return Promise.resolve(entry.value);

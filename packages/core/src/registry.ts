@@ -16,10 +16,10 @@ export interface CacheState {
 
 // The state hangs off the cache object under a private symbol (one property load on the hit path);
 // a frozen cache object falls back to a WeakMap.
-const STATE: unique symbol = Symbol('stampede.state');
+export const STATE: unique symbol = Symbol('stampede.state');
 const frozenStates = new WeakMap<Cache, CacheState>();
 
-type Stateful = Cache & { [STATE]?: CacheState };
+export type Stateful = Cache & { [STATE]?: CacheState };
 
 function assertCache(cache: unknown): asserts cache is Cache {
   if (typeof cache !== 'object' || cache === null) {
