@@ -111,13 +111,6 @@ function slowGetOrCompute<T>(
   }
   const read = sharedRead(state, key);
   if (read === undefined || !isThenable(read)) {
-    if (
-      read !== undefined &&
-      (read.freshUntil === Number.POSITIVE_INFINITY || Date.now() < read.freshUntil)
-    ) {
-      state.counters.hits++;
-      return Promise.resolve(read.value as T);
-    }
     return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
   }
   return read.then((entry) => afterRead(state, key, entry, ttlOnly(ttlMs), fill as FillFn)) as Promise<T>;
