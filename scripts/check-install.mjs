@@ -32,6 +32,11 @@ try {
   const present = forbidden.filter((name) => existsSync(join(app, 'node_modules', name)));
   if (present.length > 0) throw new Error(`installed but must not be: ${present.join(', ')}`);
   console.log(`not installed (as required): ${forbidden.join(', ')}`);
+  for (const name of ['core', 'memory']) {
+    if (!existsSync(join(app, 'node_modules', '@stampede', name, 'LICENSE')))
+      throw new Error(`the @stampede/${name} tarball has no LICENSE`);
+  }
+  console.log('every tarball carries its LICENSE');
 
   const program = `
     const cache = createMemoryCache({ max: 10 });
