@@ -24,8 +24,9 @@ describe('createMemoryCache', () => {
   it('answers synchronously (no promise on the read path)', () => {
     const cache = createMemoryCache();
     expect(cache.get('missing')).toBeUndefined();
-    cache.set('k', { value: 1, createdAt: 1, freshUntil: 2, staleUntil: 3 }, { ttl: undefined });
-    expect(cache.get('k')).toEqual({ value: 1, createdAt: 1, freshUntil: 2, staleUntil: 3 });
+    const entry = { value: 1, createdAt: 1, freshUntil: Date.now() + 60_000, staleUntil: Date.now() + 60_000 };
+    cache.set('k', entry, { ttl: undefined });
+    expect(cache.get('k')).toEqual(entry);
   });
 
   it('keeps an entry physically for ttl + grace, and drops it after', async () => {
