@@ -67,6 +67,20 @@ describe('createMemoryCache', () => {
     expect(cache.size).toBe(0);
   });
 
+  it.each([
+    ['1e21', 1e21],
+    ['Number.MAX_VALUE', Number.MAX_VALUE],
+    ['30 days', 30 * 86_400_000],
+  ])('caches a ttl of %s and reads it as fresh', async (_name, ttl) => {
+    // Starts at the real time: core's hit clock may still hold a reading from the tests before.
+    vi.useFakeTimers();
+    const cache = createMemoryCache();
+    await getOrComputeWith(cache, 'k', { ttl, staleWhileRevalidate: ttl }, () => 'v');
+    vi.advanceTimersByTime(25 * 86_400_000);
+    expect(await getOrCompute(cache, 'k', ttl, () => 'refilled')).toBe('v');
+    expect(stats()).toMatchObject({ fills: 1, hits: 1 });
+  });
+
   it('rejects bad options with errors that name them', () => {
     expect(() => createMemoryCache({ max: 0 })).toThrow(/options\.max/);
     expect(() => createMemoryCache({ max: 1.5 })).toThrow(RangeError);
