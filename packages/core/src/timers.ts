@@ -34,11 +34,7 @@ export interface LongTimeoutOptions {
  * const timer = setLongTimeout(() => console.log('a month later'), 30 * 86_400_000);
  * timer.clear();
  */
-export function setLongTimeout(
-  callback: () => void,
-  ms: number,
-  options?: LongTimeoutOptions,
-): LongTimeout {
+export function setLongTimeout(callback: () => void, ms: number, options?: LongTimeoutOptions): LongTimeout {
   const unref = options?.unref === true;
   let remaining = ms;
   let timer: ReturnType<typeof setTimeout> | undefined;

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { getOrCompute, getOrComputeWith, isCacheFillError, raceTimeout, resetStats } from '../src/index.js';
-import { TIMER_MAX_MS, setLongTimeout } from '../src/timers.js';
+import { setLongTimeout, TIMER_MAX_MS } from '../src/timers.js';
 import { Backend, deferred, settle, testCache } from './helpers.js';
 
 const DAY = 86_400_000;

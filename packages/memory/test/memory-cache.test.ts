@@ -24,7 +24,12 @@ describe('createMemoryCache', () => {
   it('answers synchronously (no promise on the read path)', () => {
     const cache = createMemoryCache();
     expect(cache.get('missing')).toBeUndefined();
-    const entry = { value: 1, createdAt: 1, freshUntil: Date.now() + 60_000, staleUntil: Date.now() + 60_000 };
+    const entry = {
+      value: 1,
+      createdAt: 1,
+      freshUntil: Date.now() + 60_000,
+      staleUntil: Date.now() + 60_000,
+    };
     cache.set('k', entry, { ttl: undefined });
     expect(cache.get('k')).toEqual(entry);
   });

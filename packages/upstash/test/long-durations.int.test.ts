@@ -18,7 +18,11 @@ describe('durations beyond the 24.8-day timer limit (Upstash REST server)', () =
       if (event.type === 'backend-error') events.push(event);
     });
     try {
-      const cache = createUpstashCache({ client: h.client(), prefix: h.nextPrefix(), operationTimeout: '30d' });
+      const cache = createUpstashCache({
+        client: h.client(),
+        prefix: h.nextPrefix(),
+        operationTimeout: '30d',
+      });
       for (let round = 0; round < 10; round++) {
         await setValue(cache, `k${round}`, { round }, { ttl: '1m' });
         expect(await getValue(cache, `k${round}`)).toEqual({ round });
