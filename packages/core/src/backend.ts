@@ -4,6 +4,7 @@ import type { ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
 import { raceTimeout } from './remote.js';
 import { reportBackendError } from './stats.js';
+import { intervalFor } from './timers.js';
 
 /** True for a promise or any thenable. */
 export function isThenable<T>(value: unknown): value is PromiseLike<T> {
@@ -78,13 +79,24 @@ export function entryFor(
   if (ttl === undefined) {
     return { value, createdAt, freshUntil: Number.POSITIVE_INFINITY, staleUntil: Number.POSITIVE_INFINITY };
   }
-  const freshUntil = Date.now() + ttl;
-  return { value, createdAt, freshUntil, staleUntil: freshUntil + grace };
+  const freshUntil = never(Date.now() + ttl);
+  return { value, createdAt, freshUntil, staleUntil: never(freshUntil + grace) };
 }
 
-/** The backend's physical TTL for `options`: ttl + grace, or none. */
+// Past 2^53 ms (some 285,000 years) a time is neither exact nor writable as an integer (a remote
+// backend would be sent `1e+21`), and a lifetime that long means "forever" to any user.
+function never(time: number): number {
+  return time > Number.MAX_SAFE_INTEGER ? Number.POSITIVE_INFINITY : time;
+}
+
+/**
+ * The backend's physical TTL for `options`: ttl + grace, or none (also when it would exceed 2^53
+ * ms: no backend holds an entry that long, and a remote one could not be told such a number).
+ */
 export function physicalTtl(options: Pick<ResolvedOptions, 'ttl' | 'grace'>): number | undefined {
-  return options.ttl === undefined ? undefined : options.ttl + options.grace;
+  if (options.ttl === undefined) return undefined;
+  const ttl = options.ttl + options.grace;
+  return ttl > Number.MAX_SAFE_INTEGER ? undefined : ttl;
 }
 
 /**
@@ -151,7 +163,11 @@ export async function releaseLock(
   }
 }
 
-/** Extends `lock` every `ttl / 3` ms until the returned function is called. */
+/**
+ * Extends `lock` every `ttl / 3` ms until the returned function is called. The period is clamped
+ * to the timer limit (about 24.8 days): a longer one would overflow and extend in a tight loop, and
+ * extending earlier than needed is harmless.
+ */
 export function keepLockAlive(state: CacheState, key: string, lock: FillLock, ttl: number): () => void {
   const extend = lock.extend;
   if (extend === undefined) return () => {};
@@ -176,7 +192,7 @@ export function keepLockAlive(state: CacheState, key: string, lock: FillLock, tt
           (error: unknown) => reportBackendError(state.name, 'extend', key, error),
         );
     },
-    Math.max(1, Math.floor(ttl / 3)),
+    intervalFor(ttl / 3),
   );
   (timer as { unref?: () => void }).unref?.();
   return () => {

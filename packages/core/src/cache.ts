@@ -21,7 +21,8 @@ export interface CacheEntry<T = unknown> {
 export interface CacheSetOptions {
   /**
    * Physical time to live in milliseconds (the backend may drop the entry after it): `ttl + grace`.
-   * `undefined` keeps the entry until it is deleted or evicted.
+   * `undefined` keeps the entry until it is deleted or evicted. `0` (or less) means the entry is
+   * already expired: see {@link Cache.set}.
    */
   readonly ttl: number | undefined;
 }
@@ -57,9 +58,22 @@ export interface Cache {
   readonly name?: string;
   /** The entry for `key`, or `undefined`. An entry that cannot be decoded is `undefined`. */
   get(key: string): MaybePromise<CacheEntry | undefined>;
-  /** Stores `entry` unless a newer one (larger `createdAt`) is already there. */
+  /**
+   * Stores `entry` unless a newer one (larger `createdAt`) is already there, or the key was deleted
+   * after `entry.createdAt` (see {@link Cache.delete}). Once it resolves, the next read sees `entry`
+   * or that newer one.
+   *
+   * An entry that is already expired (a physical `ttl` of 0 or less, or `staleUntil` not after
+   * now) is not stored, but still takes effect: the key reads as a miss afterwards. The adapter
+   * removes what is stored unless a newer entry (larger `createdAt`) is there; it must not simply
+   * ignore the write and leave an older value readable.
+   */
   set(key: string, entry: CacheEntry, options: CacheSetOptions): MaybePromise<void>;
-  /** Removes `key`; an in-flight fill that started earlier must not bring it back. */
+  /**
+   * Removes `key`; an in-flight fill that started earlier must not bring it back: a later `set`
+   * whose `entry.createdAt` is before the deletion is refused. `Date.now()` cannot order a fill and
+   * a delete within one millisecond; an adapter documents which way it breaks that tie.
+   */
   delete(key: string): MaybePromise<void>;
   /**
    * Tries to take the fill lock for `key` for `ttl` ms. Resolves the lock, or `undefined` when

@@ -6,6 +6,7 @@ import { Flight } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { setLongTimeout } from './timers.js';
 
 /** A fill function as the core calls it. */
 export type FillFn = (context: FillContext<unknown>) => unknown;
@@ -51,7 +52,8 @@ export function startFlight(
   };
   const limit = options.fillTimeout;
   if (limit !== undefined) {
-    flight.timer = setTimeout(() => {
+    // A long timer (fillTimeout may exceed the 24.8-day timer limit), so it is cleared on settle.
+    const timer = setLongTimeout(() => {
       const error = new Error(`fill of '${key}' did not settle within ${limit}ms (fillTimeout)`);
       error.name = 'TimeoutError';
       detach(state, flight);
@@ -61,6 +63,11 @@ export function startFlight(
       fillEvent(state, flight, flight.startedAt, 'timeout');
       flight.controller.abort(error);
     }, limit);
+    const onSettle = flight.onSettle;
+    flight.onSettle = () => {
+      timer.clear();
+      onSettle?.();
+    };
   }
   return flight;
 }

@@ -3,6 +3,7 @@ import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners, type LockWaitEvent } from './events.js';
 import { LOCK_POLL_CEILING, type ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { setLongTimeout } from './timers.js';
 
 /** How the lock protocol ended for one fill. */
 export type LockWaitResult =
@@ -60,12 +61,13 @@ export async function acquireOrWait(
   const nap = (ms: number): Promise<void> =>
     new Promise((resolve) => {
       const done = (): void => {
-        clearTimeout(timer);
+        timer.clear();
         signal.removeEventListener('abort', done);
         wake = undefined;
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      // lockPollInterval and lockWaitTimeout may exceed the 24.8-day timer limit.
+      const timer = setLongTimeout(done, ms);
       wake = done;
       signal.addEventListener('abort', done, { once: true });
     });

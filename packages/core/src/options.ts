@@ -2,7 +2,11 @@ import { type Duration, toMilliseconds, toOptionalMilliseconds, toPositiveMillis
 
 /** Options of {@link getOrComputeWith}. Every field is optional. */
 export interface GetOrComputeOptions {
-  /** How long a value is fresh. @default undefined (never expires) */
+  /**
+   * How long a value is fresh. A `ttl` (plus grace) past 2^53 ms, some 285,000 years, is stored as
+   * "never expires" (no backend could be told the number).
+   * @default undefined (never expires)
+   */
   ttl?: Duration | undefined;
   /**
    * Grace after `ttl` during which the last value is served at once while one background refresh
@@ -16,11 +20,24 @@ export interface GetOrComputeOptions {
    * @default false
    */
   distributedFillLock?: boolean | undefined;
-  /** The fill lock's expiry: bounds the damage of a holder that crashes. @default '10s' */
+  /**
+   * The fill lock's expiry: bounds the damage of a holder that crashes. While the fill runs the
+   * holder extends the lock every `lockTtl / 3`, but at least once per 24.8 days (the timer limit),
+   * so any length is honoured.
+   * @default '10s'
+   */
   lockTtl?: Duration | undefined;
-  /** How long a replica that lost the lock waits for the winner's value before filling locally. @default '5s' */
+  /**
+   * How long a replica that lost the lock waits for the winner's value before filling locally. Any
+   * length is honoured, also past the 24.8-day timer limit.
+   * @default '5s'
+   */
   lockWaitTimeout?: Duration | undefined;
-  /** First poll delay of a lock loser; doubles each attempt up to 1 s. @default '50ms' */
+  /**
+   * First poll delay of a lock loser; doubles each attempt up to 1 s (a first delay above 1 s is
+   * waited once, in full, then polls go on every second).
+   * @default '50ms'
+   */
   lockPollInterval?: Duration | undefined;
   /**
    * This caller stops waiting when it aborts (the promise rejects with the signal's reason); the
@@ -30,7 +47,8 @@ export interface GetOrComputeOptions {
   signal?: AbortSignal | undefined;
   /**
    * Hard limit for one fill (lock wait included): every caller of it then gets a `CacheFillError`
-   * of kind `'timeout'`, the fill's signal aborts, and the key can be filled again.
+   * of kind `'timeout'`, the fill's signal aborts, and the key can be filled again. Any length is
+   * honoured: `'30d'` means 30 days, also past the 24.8-day limit of a single timer.
    * @default undefined (no limit)
    */
   fillTimeout?: Duration | undefined;

@@ -4,6 +4,7 @@
 
 import type { CacheEntry } from './cache.js';
 import { decodeEnvelope, ENVELOPE_VERSION, encodeEnvelope, type Serializer } from './envelope.js';
+import { setLongTimeout } from './timers.js';
 
 /** The Redis names one cache key maps to. */
 export interface RemoteKeys {
@@ -159,7 +160,8 @@ return 0
 /**
  * Races `command` against `ms` milliseconds: on time-out the promise rejects with `onTimeout()`.
  * The command itself cannot be cancelled (it may sit in a client's offline queue, or a server may
- * answer late), so `onLate` is told its value if it succeeds after all.
+ * answer late), so `onLate` is told its value if it succeeds after all. Any `ms` is honoured, also
+ * one past the 24.8-day timer limit.
  */
 export function raceTimeout<T>(
   command: Promise<T>,
@@ -169,7 +171,7 @@ export function raceTimeout<T>(
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let timedOut = false;
-    const timer = setTimeout(() => {
+    const timer = setLongTimeout(() => {
       timedOut = true;
       reject(onTimeout());
     }, ms);
@@ -177,13 +179,13 @@ export function raceTimeout<T>(
       (value) => {
         if (timedOut) onLate?.(value);
         else {
-          clearTimeout(timer);
+          timer.clear();
           resolve(value);
         }
       },
       (error: unknown) => {
         if (timedOut) return;
-        clearTimeout(timer);
+        timer.clear();
         reject(error);
       },
     );

@@ -22,15 +22,22 @@ export interface MemoryCache extends Cache {
   readonly name: string;
   /** Reads synchronously: a hit never waits for a promise. */
   get(key: string): CacheEntry | undefined;
-  /** Writes synchronously, unless a newer entry is already there. */
+  /**
+   * Writes synchronously, unless a newer entry is already there or the key was deleted (or the
+   * cache cleared) after `entry.createdAt`. An already expired entry (physical `ttl` of 0, or
+   * `staleUntil` not after now) removes what is stored instead, unless that is newer.
+   */
   set(key: string, entry: CacheEntry, options: CacheSetOptions): void;
-  /** Deletes synchronously. */
+  /**
+   * Deletes synchronously. A fill that started before the delete cannot write its value back; one
+   * that started in the same millisecond can (see the README, "Deletes and in-flight fills").
+   */
   delete(key: string): void;
   /** The underlying `LRUCache`. */
   readonly lru: LRUCache<string, CacheEntry>;
   /** How many entries it holds (expired ones included until they are touched or evicted). */
   readonly size: number;
-  /** Drops every entry. */
+  /** Drops every entry; as with {@link MemoryCache.delete}, no fill that started before it writes back. */
   clear(): void;
 }
 
@@ -59,6 +66,28 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   }
   const lru = given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock });
 
+  // When each key was last deleted, so a fill that started before the delete (and writes after it)
+  // cannot bring the old value back. Bounded like the cache; a record pushed out raises `floor`,
+  // which then refuses every write whose fill started before that deletion: a refused write costs
+  // at most one more fill later, a forgotten delete would serve an invalidated value.
+  // Only `set` reads these, so the hit path pays nothing for them.
+  let floor = Number.NEGATIVE_INFINITY;
+  const deletions = new LRUCache<string, number>({
+    max: lru.max > 0 ? lru.max : max,
+    dispose: (deletedAt, _key, reason) => {
+      if (reason === 'evict' && deletedAt > floor) floor = deletedAt;
+    },
+  });
+  // Date.now() cannot order a fill and a delete of the same millisecond. The tie goes to the write:
+  // `delete` then `set` (or `invalidate` then `setValue`) within one millisecond must store. A fill
+  // that started less than 1 ms before a delete may thus still write; core's `invalidate` closes
+  // even that gap for this process's fills, as it stops them from writing at all.
+  const deletedAfter = (key: string, createdAt: number): boolean => {
+    if (createdAt < floor) return true;
+    const deletedAt = deletions.peek(key);
+    return deletedAt !== undefined && createdAt < deletedAt;
+  };
+
   return {
     name,
     lru,
@@ -69,16 +98,25 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       return lru.get(key);
     },
     set(key: string, entry: CacheEntry, { ttl }: CacheSetOptions): void {
-      if (ttl === 0) return;
+      if (deletedAfter(key, entry.createdAt)) return;
       const existing = lru.peek(key);
       if (existing !== undefined && existing.createdAt > entry.createdAt) return;
-      lru.set(key, entry, { ttl });
+      // An expired entry still replaces an older one: it is what the writer (say `setValue` with
+      // ttl 0) wants the next read to see, and that is a miss.
+      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now())) lru.delete(key);
+      else lru.set(key, entry, { ttl });
     },
     delete(key: string): void {
       lru.delete(key);
+      const now = Date.now();
+      const previous = deletions.peek(key);
+      deletions.set(key, previous !== undefined && previous > now ? previous : now);
     },
     clear(): void {
       lru.clear();
+      deletions.clear();
+      const now = Date.now();
+      if (now > floor) floor = now;
     },
   };
 }

@@ -24,8 +24,14 @@ describe('createMemoryCache', () => {
   it('answers synchronously (no promise on the read path)', () => {
     const cache = createMemoryCache();
     expect(cache.get('missing')).toBeUndefined();
-    cache.set('k', { value: 1, createdAt: 1, freshUntil: 2, staleUntil: 3 }, { ttl: undefined });
-    expect(cache.get('k')).toEqual({ value: 1, createdAt: 1, freshUntil: 2, staleUntil: 3 });
+    const entry = {
+      value: 1,
+      createdAt: 1,
+      freshUntil: Date.now() + 60_000,
+      staleUntil: Date.now() + 60_000,
+    };
+    cache.set('k', entry, { ttl: undefined });
+    expect(cache.get('k')).toEqual(entry);
   });
 
   it('keeps an entry physically for ttl + grace, and drops it after', async () => {
@@ -64,6 +70,20 @@ describe('createMemoryCache', () => {
     const cache = createMemoryCache();
     expect(await getOrCompute(cache, 'k', 0, () => 'once')).toBe('once');
     expect(cache.size).toBe(0);
+  });
+
+  it.each([
+    ['1e21', 1e21],
+    ['Number.MAX_VALUE', Number.MAX_VALUE],
+    ['30 days', 30 * 86_400_000],
+  ])('caches a ttl of %s and reads it as fresh', async (_name, ttl) => {
+    // Starts at the real time: core's hit clock may still hold a reading from the tests before.
+    vi.useFakeTimers();
+    const cache = createMemoryCache();
+    await getOrComputeWith(cache, 'k', { ttl, staleWhileRevalidate: ttl }, () => 'v');
+    vi.advanceTimersByTime(25 * 86_400_000);
+    expect(await getOrCompute(cache, 'k', ttl, () => 'refilled')).toBe('v');
+    expect(stats()).toMatchObject({ fills: 1, hits: 1 });
   });
 
   it('rejects bad options with errors that name them', () => {

@@ -20,14 +20,33 @@ function isOutcome(message: string): message is FillOutcome {
 /**
  * A notifier on `context.client`. The subscriber is `client.duplicate()`, created on the first
  * `listen` (a process that never waits never opens it) and owned by this cache, unlike the client.
+ * It follows the client's end: once the user's client has ended (`quit()`, `disconnect()`, or a
+ * retry strategy that gave up; a `Cluster` ends the same way), the subscriber is disconnected too,
+ * so a process whose owner closed its clients can exit without also calling `cache.close()`.
  */
 export function createNotifier(context: RedisContext): Notifier {
   const channels = new Map<string, Listeners>();
   let subscriber: RedisClient | undefined;
   let closed = false;
 
-  const connect = (): RedisClient => {
+  // Forgets the subscriber and its channels: waiters still listening fall back to polling, and a
+  // later `listen` (on a client connected again) opens a new subscriber and subscribes afresh.
+  const drop = (): RedisClient | undefined => {
+    const client = subscriber;
+    subscriber = undefined;
+    channels.clear();
+    context.client.off('end', onClientEnd);
+    return client;
+  };
+  const onClientEnd = (): void => {
+    drop()?.disconnect();
+  };
+
+  const connect = (): RedisClient | undefined => {
     if (subscriber !== undefined) return subscriber;
+    // A subscriber opened for a client that has already ended would be the one connection left
+    // holding the process open; the waiter polls instead (and its polls fail fast on that client).
+    if (context.client.status === 'end') return undefined;
     const created = context.client.duplicate();
     created.on('message', (channel: string, message: string) => {
       const listeners = channels.get(channel);
@@ -43,6 +62,11 @@ export function createNotifier(context: RedisContext): Notifier {
     // Connection faults surface as failed or timed-out subscribes; ioredis reconnects and
     // re-subscribes on its own, and waiters poll meanwhile.
     created.on('error', () => {});
+    created.once('end', () => {
+      // Ended on its own (its retry strategy gave up): the next `listen` opens a new one.
+      if (subscriber === created) drop();
+    });
+    context.client.on('end', onClientEnd);
     subscriber = created;
     return created;
   };
@@ -53,9 +77,10 @@ export function createNotifier(context: RedisContext): Notifier {
       const { channel } = redisKeys(context.prefix, key);
       let listeners = channels.get(channel);
       if (listeners === undefined) {
+        const client = connect();
+        if (client === undefined) return () => {};
         listeners = new Set();
         channels.set(channel, listeners);
-        const client = connect();
         context
           .call('subscribe', key, () => client.subscribe(channel))
           .catch((error: unknown) => {
@@ -80,10 +105,8 @@ export function createNotifier(context: RedisContext): Notifier {
     async close() {
       if (closed) return;
       closed = true;
-      channels.clear();
-      const client = subscriber;
-      subscriber = undefined;
-      if (client === undefined) return;
+      const client = drop();
+      if (client === undefined || client.status === 'end') return;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 1_000);
         client.once('end', () => {

@@ -1,0 +1,122 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { randomPrefix, startRedisCluster, testRedis } from '@stampede/test-support';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createRedisCache } from '../src/index.js';
+import { deletePrefix } from './helpers.js';
+
+const FIXTURE = fileURLToPath(new URL('./fixtures/quit-after-wait.mjs', import.meta.url));
+const prefix = randomPrefix('process-exit');
+let url: string;
+
+beforeAll(async () => {
+  url = (await testRedis()).url;
+});
+afterAll(async () => {
+  const client = new Redis(url);
+  await deletePrefix(client, prefix);
+  client.disconnect();
+  await (await testRedis()).stop();
+});
+
+interface Report {
+  waited: string;
+  holderFills: number;
+  waiterFills: number;
+  lockContended: number;
+  lockWaitHits: number;
+  quitAt: number;
+}
+
+/** Runs the fixture; resolves its report and how long it lived after quitting, or null if it hung. */
+function run(config: object, limitMs: number): Promise<{ report: Report; exitedAfterMs: number | null }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [FIXTURE, JSON.stringify(config)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+    });
+    const report = (): Report => {
+      try {
+        return JSON.parse(out.trim()) as Report;
+      } catch {
+        throw new Error(`the fixture wrote no report; stdout: ${out}\nstderr: ${err}`);
+      }
+    };
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      try {
+        resolve({ report: report(), exitedAfterMs: null });
+      } catch (error) {
+        reject(error);
+      }
+    }, limitMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      if (code !== 0) return reject(new Error(`the fixture exited with ${code}; stderr: ${err}`));
+      try {
+        const parsed = report();
+        resolve({ report: parsed, exitedAfterMs: Date.now() - parsed.quitAt });
+      } catch (error) {
+        reject(error);
+      }
+    });
+  });
+}
+
+const ended = (client: Redis) =>
+  new Promise<void>((resolve) => (client.status === 'end' ? resolve() : client.once('end', () => resolve())));
+
+describe('the process exits when the user closes their clients', () => {
+  it("the subscriber ends with the user's client, and none is opened for an ended client", async () => {
+    const client = new Redis(url);
+    await client.ping();
+    const duplicate = vi.spyOn(client, 'duplicate');
+    const cache = createRedisCache({ client, prefix: `${prefix}in-process:` });
+    // biome-ignore lint/style/noNonNullAssertion: the Redis cache has push wake-up
+    const stop = cache.onFillDone!('k', () => {});
+    const subscriber = duplicate.mock.results[0]?.value as Redis;
+    await subscriber.ping();
+    await client.quit();
+    await ended(client);
+    await vi.waitFor(() => expect(subscriber.status).toBe('end'), { timeout: 2_000 });
+    stop();
+    // biome-ignore lint/style/noNonNullAssertion: as above
+    cache.onFillDone!('other', () => {})();
+    expect(duplicate).toHaveBeenCalledTimes(1);
+    await cache.close();
+  });
+
+  it('after a lock wait, quitting the ioredis clients (no cache.close()) lets the process exit', async () => {
+    const { report, exitedAfterMs } = await run({ url, prefix: `${prefix}standalone:` }, 10_000);
+    // The wait really happened and was woken by the push subscriber.
+    expect(report).toMatchObject({ waited: 'from the holder', holderFills: 1, waiterFills: 0 });
+    expect(report.lockContended).toBeGreaterThanOrEqual(1);
+    expect(report.lockWaitHits).toBe(1);
+    expect(exitedAfterMs).not.toBeNull();
+    expect(exitedAfterMs).toBeLessThan(2_000);
+  });
+
+  it('the same with a Redis Cluster client: its end is followed too', async () => {
+    const cluster = await startRedisCluster(3);
+    try {
+      const { report, exitedAfterMs } = await run(
+        { clusterNodes: cluster.nodes, prefix: `${prefix}cluster:` },
+        15_000,
+      );
+      expect(report).toMatchObject({ waited: 'from the holder', holderFills: 1, waiterFills: 0 });
+      expect(report.lockWaitHits).toBe(1);
+      expect(exitedAfterMs).not.toBeNull();
+      expect(exitedAfterMs).toBeLessThan(2_000);
+    } finally {
+      await cluster.stop();
+    }
+  });
+});
