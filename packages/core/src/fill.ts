@@ -67,10 +67,18 @@ export function startFlight(
 
 /**
  * Writes a value (unless it came from another replica, is `undefined`, or the key was invalidated
- * meanwhile), then takes the flight out of the registry and hands the value to its callers. Callers
- * hear only once the write has landed (or failed, which is reported), so after `await getOrCompute`
- * the value is in the cache; a caller arriving meanwhile joins the flight instead of reading a cache
- * that does not have the value yet.
+ * meanwhile) and hands it to the flight's callers.
+ *
+ * The callers hear when the fill ends, not when the write lands: a slow backend delays nobody's
+ * answer. Until the write has landed (or failed, which is reported) the flight stays registered,
+ * already settled, so a caller of this process that arrives meanwhile joins it and gets the value
+ * at once instead of reading a cache that does not have it yet (and starting a second fill).
+ * Another replica reading during the write may miss. The returned promise (if any) settles when
+ * the write has landed; the lock is released only after it, so a replica that waited for the lock
+ * finds the value.
+ *
+ * A background refresh has no callers to answer early, so it keeps its flight (and its refresh
+ * slot) until its write has landed, then settles.
  */
 function deliver(
   state: CacheState,
@@ -84,15 +92,24 @@ function deliver(
     write && value !== undefined && !flight.invalidated
       ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options), physicalTtl(options))
       : undefined;
-  const finish = (): void => {
+  if (flight.background) {
+    const finish = (): void => {
+      detach(state, flight);
+      flight.settle({ ok: true, value });
+    };
+    if (pending === undefined) {
+      finish();
+      return undefined;
+    }
+    return pending.then(finish);
+  }
+  if (pending === undefined) {
     detach(state, flight);
     flight.settle({ ok: true, value });
-  };
-  if (pending === undefined) {
-    finish();
     return undefined;
   }
-  return pending.then(finish);
+  flight.settle({ ok: true, value });
+  return pending.then(() => detach(state, flight));
 }
 
 /** Gives unfinished work to the platform's `waitUntil`, when the caller supplied one. */

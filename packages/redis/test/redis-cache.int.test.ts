@@ -10,7 +10,7 @@ import {
 } from '@stampede/core';
 import { freePort, randomPrefix, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, isRedisCacheError, type RedisCache, redisKeys } from '../src/index.js';
 import { deletePrefix } from './helpers.js';
 
@@ -21,6 +21,8 @@ let events: BackendErrorEvent[] = [];
 let stopListening: () => void;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Resolves once the writes of `cache`'s fills have landed (their flights leave the registry then). */
+const written = (cache: RedisCache) => vi.waitFor(() => expect(inFlightCount(cache)).toBe(0));
 const newCache = (options: Partial<Parameters<typeof createRedisCache>[0]> = {}) => {
   const cache = createRedisCache({ client, prefix, name: `cache-${caches.length}`, ...options });
   caches.push(cache);
@@ -48,6 +50,7 @@ describe('stored format', () => {
   it('stores the versioned envelope with a physical TTL of ttl + grace (PX, ms)', async () => {
     const cache = newCache();
     await getOrComputeWith(cache, 'format', { ttl: 60_000, staleWhileRevalidate: 30_000 }, () => ({ n: 1 }));
+    await written(cache);
     const key = redisKeys(prefix, 'format').value;
     expect(await client.get(key)).toMatch(/^s1\|\d+\|\d+\|\d+\|\{"n":1\}$/);
     const pttl = await client.pttl(key);
@@ -100,6 +103,7 @@ describe('stored format', () => {
     const cache = newCache();
     const value = make();
     expect(await getOrCompute(cache, `unserialisable-${_label}`, 60_000, () => value)).toBe(value);
+    await written(cache);
     expect(events).toHaveLength(1);
     expect(events[0]?.operation).toBe('set');
     expect(events[0]?.error).toMatchObject({
