@@ -66,6 +66,22 @@ export function startFlight(
 }
 
 /**
+ * The value a fill's callers get: what a later hit will return. A cache that stores text gives it
+ * back through its serializer (`Cache.roundTrip`), so the caller that filled does not get a `Date`
+ * where every later hit gets a string. A value the serializer cannot carry is handed over as it is
+ * (the write then reports it as a backend error).
+ */
+function asCached(state: CacheState, value: unknown): unknown {
+  const { cache } = state;
+  if (cache.roundTrip === undefined || value === undefined) return value;
+  try {
+    return cache.roundTrip(value);
+  } catch {
+    return value;
+  }
+}
+
+/**
  * Writes a value (unless it came from another replica, is `undefined`, or the key was invalidated
  * meanwhile) and hands it to the flight's callers.
  *
@@ -103,12 +119,14 @@ function deliver(
     }
     return pending.then(finish);
   }
+  // Values from another replica were read from the cache: they are already what a hit returns.
+  const answer = write ? asCached(state, value) : value;
   if (pending === undefined) {
     detach(state, flight);
-    flight.settle({ ok: true, value });
+    flight.settle({ ok: true, value: answer });
     return undefined;
   }
-  flight.settle({ ok: true, value });
+  flight.settle({ ok: true, value: answer });
   return pending.then(() => detach(state, flight));
 }
 

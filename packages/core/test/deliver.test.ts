@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  type Cache,
   type CacheEntry,
   type CacheSetOptions,
   getOrCompute,
@@ -7,6 +8,7 @@ import {
   inFlightCount,
   invalidate,
   resetStats,
+  roundTripValue,
   stats,
 } from '../src/index.js';
 import { deferred, flush, settle, testCache } from './helpers.js';
@@ -125,5 +127,66 @@ describe('a slow backend write', () => {
     await flush();
     expect(inFlightCount(cache)).toBe(0);
     expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe(2);
+  });
+});
+
+describe('the value the callers of a fill get', () => {
+  function textCache(): Cache & ReturnType<typeof testCache> {
+    const cache = testCache({ async: true });
+    // Stores what a JSON text cache would give back, as a remote adapter does.
+    const set = cache.set.bind(cache);
+    cache.set = (key, entry, options) => set(key, { ...entry, value: roundTripValue(entry.value) }, options);
+    cache.roundTrip = vi.fn((value: unknown) => roundTripValue(value));
+    return cache;
+  }
+
+  it('is what later hits return, on a cache that round-trips values (a Date comes back a string)', async () => {
+    const cache = textCache();
+    const at = new Date('2024-05-06T07:08:09.000Z');
+    const value = { at, ratio: Number.NaN, tags: new Set(['a']) };
+    const expected = { at: '2024-05-06T07:08:09.000Z', ratio: null, tags: {} };
+    const [leader, joined] = await Promise.all([
+      getOrCompute(cache, 'k', 60_000, () => value),
+      getOrCompute(cache, 'k', 60_000, () => value),
+    ]);
+    expect(leader).toEqual(expected);
+    expect(joined).toBe(leader);
+    await flush();
+    expect(await getOrCompute(cache, 'k', 60_000, () => value)).toEqual(expected);
+    expect(cache.roundTrip).toHaveBeenCalledTimes(1);
+  });
+
+  it('is the fill value itself when the cache cannot carry it (and the write reports the fault)', async () => {
+    const cache = textCache();
+    const big = { n: 10n };
+    expect(await getOrCompute(cache, 'k', 60_000, () => big)).toBe(big);
+    await flush();
+    expect(stats().backendErrors).toBe(1);
+    expect(cache.backend.read('k')).toBeUndefined();
+  });
+
+  it('is the fill value itself (by reference) on a cache without roundTrip', async () => {
+    const cache = testCache();
+    const value = { at: new Date(0) };
+    expect(await getOrCompute(cache, 'k', 60_000, () => value)).toBe(value);
+    expect(await getOrCompute(cache, 'k', 60_000, () => ({}))).toBe(value);
+  });
+
+  it('is not round-tripped again when it came from another replica through the cache', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const a = textCache();
+    const b = testCache({ async: true, lock: true, backend: a.backend });
+    b.roundTrip = vi.fn((value: unknown) => roundTripValue(value));
+    const held = await b.tryAcquireFillLock?.('k', 10_000);
+    const waiting = getOrComputeWith(b, 'k', { ttl: 60_000, distributedFillLock: true }, () => 'local');
+    await a.set(
+      'k',
+      { value: 'remote', createdAt: 0, freshUntil: 60_000, staleUntil: 60_000 },
+      { ttl: 60_000 },
+    );
+    await held?.release('filled');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await waiting).toBe('remote');
+    expect(b.roundTrip).not.toHaveBeenCalled();
   });
 });

@@ -4,7 +4,6 @@ import {
   getOrComputeWith,
   inFlightCount,
   invalidate,
-  jsonSerializer,
   onStampedeEvent,
   setValue,
 } from '@stampede/core';
@@ -58,15 +57,23 @@ describe('stored format', () => {
     expect(pttl).toBeLessThanOrEqual(90_000);
   });
 
-  it('uses a pluggable serializer', async () => {
+  it("uses a pluggable serializer, also of the first release's { serialize, deserialize } shape", async () => {
     const serializer = {
-      serialize: (value: unknown) => `custom:${jsonSerializer.serialize(value)}`,
-      deserialize: (text: string) => jsonSerializer.deserialize(text.slice('custom:'.length)),
+      stringify: (value: unknown) => `custom:${JSON.stringify(value)}`,
+      parse: (text: string) => JSON.parse(text.slice('custom:'.length)),
+    };
+    const legacy = {
+      serialize: (value: unknown) => `legacy:${JSON.stringify(value)}`,
+      deserialize: (text: string) => JSON.parse(text.slice('legacy:'.length)),
     };
     const cache = newCache({ serializer });
     await setValue(cache, 'custom', [1, 2], { ttl: 60_000 });
     expect(await client.get(redisKeys(prefix, 'custom').value)).toMatch(/\|custom:\[1,2\]$/);
     expect((await cache.get('custom'))?.value).toEqual([1, 2]);
+    const old = newCache({ serializer: legacy });
+    await setValue(old, 'legacy', [3], { ttl: 60_000 });
+    expect(await client.get(redisKeys(prefix, 'legacy').value)).toMatch(/\|legacy:\[3\]$/);
+    expect((await old.get('legacy'))?.value).toEqual([3]);
   });
 
   it.each([
