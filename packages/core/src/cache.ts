@@ -86,4 +86,14 @@ export interface Cache {
    * the function that stops listening. Optional: waiters poll without it.
    */
   onFillDone?(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * `value` as a later {@link Cache.get} of it would return it. A cache that stores text implements
+   * it as its serializer's round trip (under JSON a `Date` comes back as its ISO string, `NaN` as
+   * `null`, a `Map` as `{}`); the core hands a fill's callers this instead of the fill's own value,
+   * so the caller that filled and the callers that hit later get the same thing. Throws for a value
+   * the serializer cannot carry (a BigInt, a cycle): the callers then get the fill's value as it is
+   * (and the write reports the fault). Optional: a cache that keeps values by reference (memory)
+   * omits it, and callers get the fill's value itself.
+   */
+  roundTrip?(value: unknown): unknown;
 }

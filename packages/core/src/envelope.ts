@@ -1,24 +1,112 @@
 import type { CacheEntry } from './cache.js';
 
-/** Turns values into text and back, for caches that store text (Redis, Upstash). */
+/**
+ * Turns values into text and back, for caches that store text (Redis, Upstash). The shape of the
+ * `JSON` global, so `JSON`, `superjson` and `devalue` plug in as they are.
+ *
+ * @example
+ * import superjson from 'superjson';
+ * createRedisCache({ client, serializer: superjson }); // Dates, Maps, Sets and BigInts survive
+ */
 export interface Serializer {
-  /** Text for `value`; throws for a value it cannot represent (a BigInt, a cycle, ...). */
+  /** Text for `value`; throws (or returns a non-string) for a value it cannot represent. */
+  stringify(value: unknown): string;
+  /** The value for `text`; throws for text it did not produce. */
+  parse(text: string): unknown;
+}
+
+/**
+ * The serializer shape of the first release, `{ serialize, deserialize }`: still accepted wherever
+ * a {@link Serializer} is, and used as one.
+ *
+ * @deprecated pass a `{ stringify, parse }` {@link Serializer} (`JSON`, `superjson`, `devalue`)
+ */
+export interface LegacySerializer {
+  /** Text for `value`; throws for a value it cannot represent. */
   serialize(value: unknown): string;
   /** The value for `text`; throws for text it did not produce. */
   deserialize(text: string): unknown;
 }
 
+/** What a `serializer` option accepts: a {@link Serializer}, or the older {@link LegacySerializer}. */
+export type SerializerOption = Serializer | LegacySerializer;
+
 /** The default {@link Serializer}: `JSON.stringify` / `JSON.parse`. */
 export const jsonSerializer: Serializer = {
-  serialize(value) {
-    const text = JSON.stringify(value);
-    if (text === undefined) throw new TypeError(`a ${typeof value} cannot be serialised as JSON`);
-    return text;
+  stringify(value) {
+    return JSON.stringify(value);
   },
-  deserialize(text) {
+  parse(text) {
     return JSON.parse(text);
   },
 };
+
+function hasMethods(value: unknown, a: string, b: string): boolean {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false;
+  const candidate = value as Record<string, unknown>;
+  return typeof candidate[a] === 'function' && typeof candidate[b] === 'function';
+}
+
+/**
+ * `option` as a {@link Serializer}: a `{ stringify, parse }` object as it is (called as its methods,
+ * so a class such as `superjson` keeps its `this`), a `{ serialize, deserialize }` one wrapped,
+ * `undefined` as {@link jsonSerializer}.
+ *
+ * @param name - the option's name, for the error message
+ * @throws TypeError naming `name` when `option` has neither shape
+ */
+export function toSerializer(option: unknown, name = 'serializer'): Serializer {
+  if (option === undefined) return jsonSerializer;
+  if (hasMethods(option, 'stringify', 'parse')) return option as Serializer;
+  if (hasMethods(option, 'serialize', 'deserialize')) {
+    const legacy = option as LegacySerializer;
+    return {
+      stringify: (value) => legacy.serialize(value),
+      parse: (text) => legacy.deserialize(text),
+    };
+  }
+  throw new TypeError(
+    `${name} must have stringify and parse functions (JSON, superjson and devalue fit as they are)`,
+  );
+}
+
+/**
+ * The payload text of `value`.
+ *
+ * @throws TypeError when the serializer answers something other than a string (`JSON.stringify`
+ * returns `undefined` for `undefined`, a function or a symbol), or whatever it throws (a BigInt, a cycle)
+ */
+export function stringifyValue(value: unknown, serializer: SerializerOption = jsonSerializer): string {
+  const text = toSerializer(serializer).stringify(value);
+  if (typeof text !== 'string') {
+    throw new TypeError(`the serializer cannot represent a ${typeof value} (it returned ${typeof text})`);
+  }
+  return text;
+}
+
+/**
+ * The value for payload `text`.
+ *
+ * @throws TypeError when the payload decodes to `undefined` (never a cached value), or whatever the
+ * serializer throws
+ */
+export function parseValue(text: string, serializer: SerializerOption = jsonSerializer): unknown {
+  const value = toSerializer(serializer).parse(text);
+  if (value === undefined) throw new TypeError('stampede envelope: payload decodes to undefined');
+  return value;
+}
+
+/**
+ * `value` as a cache that stores `serializer`'s text gives it back: through the serializer and back
+ * (under JSON a `Date` becomes its ISO string, `NaN` becomes `null`, a `Map` becomes `{}`). Remote
+ * adapters implement `Cache.roundTrip` with it, so the callers of a fill get what later hits return.
+ *
+ * @throws whatever {@link stringifyValue} or {@link parseValue} throws (a BigInt under JSON, a cycle)
+ */
+export function roundTripValue(value: unknown, serializer: SerializerOption = jsonSerializer): unknown {
+  const resolved = toSerializer(serializer);
+  return parseValue(stringifyValue(value, resolved), resolved);
+}
 
 /** The envelope format's version; an entry of another version reads as a miss. */
 export const ENVELOPE_VERSION = 1;
@@ -28,8 +116,19 @@ export type Envelope<T = unknown> = CacheEntry<T>;
 
 const PREFIX = `s${ENVELOPE_VERSION}|`;
 
+/**
+ * A time (or a count of milliseconds) as plain decimal digits, whatever its size: `String(1e21)` is
+ * `'1e+21'`, which neither Redis (`PX`) nor the Lua write guard's header pattern reads as an
+ * integer. Every finite double is an integer once rounded, and BigInt spells it out exactly, so
+ * `Number(integerText(x))` gives back `Math.round(x)`.
+ */
+export function integerText(value: number): string {
+  const rounded = Math.round(value);
+  return Number.isSafeInteger(rounded) ? String(rounded) : BigInt(rounded).toString();
+}
+
 function time(value: number): string {
-  return value === Number.POSITIVE_INFINITY ? '' : String(Math.round(value));
+  return value === Number.POSITIVE_INFINITY ? '' : integerText(value);
 }
 
 function parseTime(text: string | undefined, field: string): number {
@@ -40,14 +139,15 @@ function parseTime(text: string | undefined, field: string): number {
 }
 
 /**
- * Encodes an entry as `s1|createdAt|freshUntil|staleUntil|payload`, where the payload is the
- * serializer's text. The header is never valid JSON, so a client that JSON-parses every reply
- * (Upstash's `automaticDeserialization`) hands it back untouched.
+ * Encodes an entry as `s1|createdAt|freshUntil|staleUntil|payload`, where the times are whole
+ * milliseconds in plain digits (`''` for never) and the payload is the serializer's text. The header
+ * is never valid JSON, so a client that JSON-parses every reply (Upstash's
+ * `automaticDeserialization`) hands it back untouched.
  *
  * @throws whatever the serializer throws for a value it cannot represent
  */
-export function encodeEnvelope(entry: CacheEntry, serializer: Serializer = jsonSerializer): string {
-  const payload = serializer.serialize(entry.value);
+export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption = jsonSerializer): string {
+  const payload = stringifyValue(entry.value, serializer);
   return `${PREFIX}${time(entry.createdAt)}|${time(entry.freshUntil)}|${time(entry.staleUntil)}|${payload}`;
 }
 
@@ -57,7 +157,7 @@ export function encodeEnvelope(entry: CacheEntry, serializer: Serializer = jsonS
  * @throws TypeError for text that is not an envelope of this version, or whose payload the
  * serializer rejects (callers count it as a miss and a `decode` backend error)
  */
-export function decodeEnvelope(text: unknown, serializer: Serializer = jsonSerializer): CacheEntry {
+export function decodeEnvelope(text: unknown, serializer: SerializerOption = jsonSerializer): CacheEntry {
   if (typeof text !== 'string')
     throw new TypeError(`stampede envelope: expected a string, got ${typeof text}`);
   if (!text.startsWith(PREFIX)) throw new TypeError('stampede envelope: unknown format or version');
@@ -75,7 +175,6 @@ export function decodeEnvelope(text: unknown, serializer: Serializer = jsonSeria
   if (createdAt === Number.POSITIVE_INFINITY || staleUntil < freshUntil) {
     throw new TypeError('stampede envelope: inconsistent times');
   }
-  const value = serializer.deserialize(text.slice(at));
-  if (value === undefined) throw new TypeError('stampede envelope: payload decodes to undefined');
+  const value = parseValue(text.slice(at), serializer);
   return { value, createdAt, freshUntil, staleUntil };
 }

@@ -73,11 +73,35 @@ export function startFlight(
 }
 
 /**
+ * The value a fill's callers get: what a later hit will return. A cache that stores text gives it
+ * back through its serializer (`Cache.roundTrip`), so the caller that filled does not get a `Date`
+ * where every later hit gets a string. A value the serializer cannot carry is handed over as it is
+ * (the write then reports it as a backend error).
+ */
+function asCached(state: CacheState, value: unknown): unknown {
+  const { cache } = state;
+  if (cache.roundTrip === undefined || value === undefined) return value;
+  try {
+    return cache.roundTrip(value);
+  } catch {
+    return value;
+  }
+}
+
+/**
  * Writes a value (unless it came from another replica, is `undefined`, or the key was invalidated
- * meanwhile), then takes the flight out of the registry and hands the value to its callers. Callers
- * hear only once the write has landed (or failed, which is reported), so after `await getOrCompute`
- * the value is in the cache; a caller arriving meanwhile joins the flight instead of reading a cache
- * that does not have the value yet.
+ * meanwhile) and hands it to the flight's callers.
+ *
+ * The callers hear when the fill ends, not when the write lands: a slow backend delays nobody's
+ * answer. Until the write has landed (or failed, which is reported) the flight stays registered,
+ * already settled, so a caller of this process that arrives meanwhile joins it and gets the value
+ * at once instead of reading a cache that does not have it yet (and starting a second fill).
+ * Another replica reading during the write may miss. The returned promise (if any) settles when
+ * the write has landed; the lock is released only after it, so a replica that waited for the lock
+ * finds the value.
+ *
+ * A background refresh has no callers to answer early, so it keeps its flight (and its refresh
+ * slot) until its write has landed, then settles.
  */
 function deliver(
   state: CacheState,
@@ -91,15 +115,26 @@ function deliver(
     write && value !== undefined && !flight.invalidated
       ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options), physicalTtl(options))
       : undefined;
-  const finish = (): void => {
-    detach(state, flight);
-    flight.settle({ ok: true, value });
-  };
+  if (flight.background) {
+    const finish = (): void => {
+      detach(state, flight);
+      flight.settle({ ok: true, value });
+    };
+    if (pending === undefined) {
+      finish();
+      return undefined;
+    }
+    return pending.then(finish);
+  }
+  // Values from another replica were read from the cache: they are already what a hit returns.
+  const answer = write ? asCached(state, value) : value;
   if (pending === undefined) {
-    finish();
+    detach(state, flight);
+    flight.settle({ ok: true, value: answer });
     return undefined;
   }
-  return pending.then(finish);
+  flight.settle({ ok: true, value: answer });
+  return pending.then(() => detach(state, flight));
 }
 
 /** Gives unfinished work to the platform's `waitUntil`, when the caller supplied one. */

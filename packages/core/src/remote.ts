@@ -3,7 +3,13 @@
 // they read each other's entries, honour each other's tombstones and contend for the same lock.
 
 import type { CacheEntry } from './cache.js';
-import { decodeEnvelope, ENVELOPE_VERSION, encodeEnvelope, type Serializer } from './envelope.js';
+import {
+  decodeEnvelope,
+  ENVELOPE_VERSION,
+  encodeEnvelope,
+  integerText,
+  type SerializerOption,
+} from './envelope.js';
 import { setLongTimeout } from './timers.js';
 
 /** The Redis names one cache key maps to. */
@@ -62,58 +68,138 @@ export function remoteKeys(prefix: string, key: string): RemoteKeys {
 /** What a tombstone (a delete's marker, holding its time) starts with; envelopes start with `s<version>|`. */
 export const TOMBSTONE_PREFIX = 't|';
 
-/** The text a delete stores: a tombstone holding the deletion time, which the write guard compares. */
+/**
+ * The text of a tombstone made at `now`. The adapters of this release write tombstones with
+ * {@link DELETE_LUA} (the time is Redis's own); this is kept for adapters of the first release.
+ */
 export function tombstone(now: number = Date.now()): string {
-  return `${TOMBSTONE_PREFIX}${Math.round(now)}`;
+  return `${TOMBSTONE_PREFIX}${integerText(now)}`;
+}
+
+/**
+ * The longest physical TTL sent to Redis as `PX`, in ms (2^53 - 1, about 285,000 years): Redis
+ * takes any integer up to about 9.2e18 minus the current time, and every integer up to this bound
+ * is written as plain digits. A longer TTL (`1e21`, `Number.MAX_VALUE`) is stored without `PX`,
+ * which for any practical purpose is the same thing: it is kept until deleted or evicted, and its
+ * freshness still comes from the envelope.
+ */
+export const MAX_PX = Number.MAX_SAFE_INTEGER;
+
+/**
+ * A duration as the `PX` argument of a lock or a tombstone: whole ms, at least 1, at most
+ * {@link MAX_PX} (a lock must expire, so it is clamped rather than dropped).
+ */
+export function pxArgument(ms: number): string {
+  return integerText(Math.min(MAX_PX, Math.max(1, Math.ceil(ms))));
+}
+
+/** `entry` with every time moved by `offset` ms (`Infinity` stays `Infinity`). */
+function shifted(entry: CacheEntry, offset: number): CacheEntry {
+  if (offset === 0) return entry;
+  return {
+    value: entry.value,
+    createdAt: entry.createdAt + offset,
+    freshUntil: entry.freshUntil + offset,
+    staleUntil: entry.staleUntil + offset,
+  };
 }
 
 /**
  * What a stored value means: nothing or a tombstone is a miss (`undefined`), anything else must be
- * an envelope.
+ * an envelope. Its times are the Redis server's clock; `offset` (server minus local, from a
+ * {@link ServerClock}) turns them into this process's clock, so freshness is judged the same way on
+ * every replica whatever their clocks say.
  *
  * @throws TypeError (or the serializer's error) for text that is not an envelope of this version
  */
-export function decodeStored(stored: unknown, serializer?: Serializer): CacheEntry | undefined {
+export function decodeStored(
+  stored: unknown,
+  serializer?: SerializerOption,
+  offset = 0,
+): CacheEntry | undefined {
   if (stored === null || stored === undefined) return undefined;
   if (typeof stored === 'string' && stored.startsWith(TOMBSTONE_PREFIX)) return undefined;
-  return decodeEnvelope(stored, serializer);
+  return shifted(decodeEnvelope(stored, serializer), -offset);
 }
 
 /** The arguments of {@link WRITE_GUARD_LUA} (ARGV 1 to 3) for one write. */
 export interface WriteGuardArgs {
-  /** The encoded envelope. */
+  /** The encoded envelope; `''` asks the script to remove the key (a tombstone at `createdAt`). */
   readonly text: string;
-  /** The entry's `createdAt`, whole milliseconds. */
+  /** The entry's `createdAt`, whole milliseconds of the server's clock. */
   readonly createdAt: string;
-  /** The physical TTL for `PX`, whole milliseconds; `''` for none. */
+  /** The physical TTL for `PX`, whole milliseconds; `''` for none. For a removal, the tombstone's. */
   readonly px: string;
 }
 
 /**
  * Encodes `entry` for the write guard, or `undefined` when a physical TTL of 0 means it is not
- * stored at all.
+ * stored at all. This is what the adapters of the first release call; a physical TTL of 0 then
+ * leaves any older value in place. Use {@link remoteWriteArgs}.
  *
+ * @deprecated use {@link remoteWriteArgs}, which removes what is stored instead
  * @throws whatever the serializer throws for a value it cannot represent
  */
 export function writeGuardArgs(
   entry: CacheEntry,
   ttl: number | undefined,
-  serializer?: Serializer,
+  serializer?: SerializerOption,
 ): WriteGuardArgs | undefined {
   if (ttl !== undefined && !(ttl > 0)) return undefined;
-  return {
-    text: encodeEnvelope(entry, serializer),
-    createdAt: String(Math.round(entry.createdAt)),
-    px: ttl === undefined || ttl === Number.POSITIVE_INFINITY ? '' : String(Math.ceil(ttl)),
-  };
+  return remoteWriteArgs(entry, ttl, { serializer, tombstoneTtl: 1, now: Number.NEGATIVE_INFINITY });
+}
+
+/** Options of {@link remoteWriteArgs}. */
+export interface RemoteWriteOptions {
+  /** Turns the value into text. @default jsonSerializer */
+  readonly serializer?: SerializerOption | undefined;
+  /** Server time minus local time in ms ({@link ServerClock}): entry times are stored on the server's clock. @default 0 */
+  readonly offset?: number | undefined;
+  /** How long (ms) the tombstone a removal leaves is kept. */
+  readonly tombstoneTtl: number;
+  /** The local time, to tell an entry already past its `staleUntil`. @default Date.now() */
+  readonly now?: number | undefined;
 }
 
 /**
- * Lua: KEYS[1] value key; ARGV[1] envelope, ARGV[2] its createdAt, ARGV[3] PX ('' for none).
- * Refuses (0) when the stored entry is newer or a tombstone is newer than the fill's start, so a
- * fill never replaces a newer value nor undoes an invalidation that happened after it started.
+ * The arguments of {@link WRITE_GUARD_LUA} for storing `entry` with physical TTL `ttl` (ms;
+ * `undefined` for none). Times are moved to the server's clock by `offset`.
+ *
+ * An entry that would read as a miss at once (a physical TTL of 0, or an entry already past its
+ * `staleUntil`) is a removal: the script replaces what is stored with a tombstone at the entry's
+ * `createdAt` (kept `tombstoneTtl`), unless a newer entry is there. So `setValue(cache, key, value,
+ * { ttl: 0 })` leaves the key reading as a miss, as it does in memory, and a fill that started
+ * before it cannot bring the old value back. A physical TTL above {@link MAX_PX} is stored without
+ * `PX`.
+ *
+ * @throws whatever the serializer throws for a value it cannot represent (also for a removal, so a
+ * value is refused the same way whatever its TTL)
+ */
+export function remoteWriteArgs(
+  entry: CacheEntry,
+  ttl: number | undefined,
+  options: RemoteWriteOptions,
+): WriteGuardArgs {
+  const onServer = shifted(entry, options.offset ?? 0);
+  const text = encodeEnvelope(onServer, options.serializer);
+  const createdAt = integerText(onServer.createdAt);
+  const now = options.now ?? Date.now();
+  if ((ttl !== undefined && !(ttl > 0)) || entry.staleUntil <= now) {
+    return { text: '', createdAt, px: pxArgument(options.tombstoneTtl) };
+  }
+  const px = ttl === undefined || !(ttl <= MAX_PX) ? '' : integerText(Math.ceil(ttl));
+  return { text, createdAt, px };
+}
+
+/**
+ * Lua: KEYS[1] value key; ARGV[1] envelope ('' to remove), ARGV[2] its createdAt, ARGV[3] PX ('' for
+ * none; for a removal, the tombstone's). Refuses (0) when the stored entry is newer or a tombstone
+ * is newer than the fill's start, so a fill never replaces a newer value nor undoes an invalidation
+ * that happened after it started. A removal that is not refused leaves a tombstone at its createdAt.
  * Only a well-formed header of this envelope version counts as an entry: anything else stored there
  * (garbage, another version) reads as a miss, so it must never block the write that repairs it.
+ * Every time compared here is the Redis server's clock (tombstones from `TIME`, entries converted
+ * by the writer's {@link ServerClock}), never two replicas' clocks against each other.
  */
 export const WRITE_GUARD_LUA = `
 local current = redis.call('GET', KEYS[1])
@@ -127,13 +213,137 @@ if current then
     if stored and tonumber(stored) > created then return 0 end
   end
 end
-if ARGV[3] == '' then
+if ARGV[1] == '' then
+  redis.call('SET', KEYS[1], 't|' .. ARGV[2], 'PX', ARGV[3])
+elseif ARGV[3] == '' then
   redis.call('SET', KEYS[1], ARGV[1])
 else
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 end
 return 1
 `.trim();
+
+// Redis before 5 refuses a write after a non-deterministic command (TIME) in a script unless the
+// script asks for effects replication; from 5 on that is the default and the call is a no-op.
+const AFTER_TIME =
+  "if redis.replicate_commands then redis.replicate_commands() end\nlocal t = redis.call('TIME')";
+
+/**
+ * Lua: KEYS[1] value key; ARGV[1] PX (the tombstone's TTL). Replaces the entry with a tombstone
+ * holding the Redis server's time (`TIME`, in ms), so the write guard compares a fill's start with
+ * the deletion on one clock, the server's, whatever the replicas' clocks say.
+ */
+export const DELETE_LUA = `
+${AFTER_TIME}
+redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)), 'PX', ARGV[1])
+return 1
+`.trim();
+
+/** Lua, no keys: the Redis server's time in whole ms (an integer reply). */
+export const SERVER_TIME_LUA = `
+local t = redis.call('TIME')
+return t[1] * 1000 + math.floor(t[2] / 1000)
+`.trim();
+
+/**
+ * The offset between the Redis server's clock and this process's, so that the times a remote cache
+ * stores (an entry's `createdAt`, `freshUntil`, `staleUntil`; a tombstone's time) are all on the
+ * server's clock. Replicas whose clocks disagree by minutes then still agree on which of a fill and
+ * a delete came first, and on how long a value is fresh.
+ */
+export interface ServerClock {
+  /** The current estimate (server minus local, whole ms), or `undefined` before the first one. */
+  readonly offset: number | undefined;
+  /**
+   * The estimate to use now. Before the first measurement, a promise of it (it measures; a failed
+   * measurement gives 0, this process's own clock, and is retried on a later call). Afterwards the
+   * number itself, and when it is older than the refresh interval a new measurement starts in the
+   * background (never awaited). Never rejects.
+   */
+  current(): number | Promise<number>;
+}
+
+// How fast two unsynchronised quartz clocks may drift apart: 100 ppm, twice the usual tolerance.
+const DRIFT_PER_MS = 1e-4;
+
+/** Options of {@link createServerClock}. */
+export interface ServerClockOptions {
+  /** How old an estimate may get before a call starts a new measurement. @default 10000 (ms) */
+  readonly refreshInterval?: number | undefined;
+  /** After a failed first measurement, calls use 0 for this long before trying again. @default 1000 (ms) */
+  readonly retryAfter?: number | undefined;
+}
+
+/**
+ * A {@link ServerClock} that measures with `readServerTime` (the server's time in ms, for instance
+ * by {@link SERVER_TIME_LUA}; bound it in time). A measurement taken between local times `before`
+ * and `after` proves the offset lies in `[server - after, server - before]` (widened by 1 ms for
+ * Date.now()'s resolution). Successive measurements narrow what is proven (their intersection, let
+ * out by 100 ppm of the time since, for the clocks' drift). The estimate is the middle of the first
+ * interval and moves only when a measurement proves it wrong (a clock was stepped, or drifted): then
+ * to the middle of what is proven. So it does not wobble with network jitter, and its error is at
+ * most the narrowest round trip seen (about one round trip to Redis).
+ *
+ * No timer is left running and no promise is shared between calls (edge runtimes do not let one
+ * request await another's I/O): estimates are refreshed only when a call comes.
+ */
+export function createServerClock(
+  readServerTime: () => Promise<unknown>,
+  options: ServerClockOptions = {},
+): ServerClock {
+  const refreshInterval = options.refreshInterval ?? 10_000;
+  const retryAfter = options.retryAfter ?? 1_000;
+  let offset: number | undefined;
+  // What the measurements so far prove about the offset, as of local time `provenAt`.
+  let low = Number.NEGATIVE_INFINITY;
+  let high = Number.POSITIVE_INFINITY;
+  let provenAt = 0;
+  // Local times of the last measurement started, and of the last failed first measurement.
+  let lastStart = Number.NEGATIVE_INFINITY;
+  let lastFailure = Number.NEGATIVE_INFINITY;
+
+  const measure = async (): Promise<number | undefined> => {
+    const before = Date.now();
+    lastStart = before;
+    let server: number;
+    try {
+      server = Number(await readServerTime());
+    } catch {
+      if (offset === undefined) lastFailure = Date.now();
+      return offset;
+    }
+    const after = Date.now();
+    if (!Number.isFinite(server)) return offset;
+    const from = server - Math.max(before, after) - 1;
+    const to = server - Math.min(before, after) + 1;
+    const drift = Math.abs(after - provenAt) * DRIFT_PER_MS;
+    if (from > high + drift || to < low - drift) {
+      low = from;
+      high = to;
+    } else {
+      low = Math.max(low - drift, from);
+      high = Math.min(high + drift, to);
+    }
+    provenAt = after;
+    if (offset === undefined || offset < low || offset > high) offset = Math.round((low + high) / 2);
+    return offset;
+  };
+
+  return {
+    get offset() {
+      return offset;
+    },
+    current() {
+      const now = Date.now();
+      if (offset !== undefined) {
+        if (now - lastStart >= refreshInterval) void measure();
+        return offset;
+      }
+      if (now - lastFailure < retryAfter) return 0;
+      return measure().then((measured) => measured ?? 0);
+    },
+  };
+}
 
 /**
  * Lua: KEYS[1] lock key, KEYS[2] channel; ARGV[1] token, ARGV[2] outcome ('' for none). Deletes the

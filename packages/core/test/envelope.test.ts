@@ -1,6 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type CacheEntry, decodeEnvelope, encodeEnvelope, type Serializer } from '../src/index.js';
+import {
+  type CacheEntry,
+  decodeEnvelope,
+  encodeEnvelope,
+  integerText,
+  jsonSerializer,
+  type LegacySerializer,
+  roundTripValue,
+  type Serializer,
+  toSerializer,
+} from '../src/index.js';
 
 const entryArb = fc.record({
   value: fc.jsonValue().filter((v) => v !== undefined),
@@ -42,14 +52,77 @@ describe('envelope', () => {
     expect(() => JSON.parse(text)).toThrow();
   });
 
-  it('takes a pluggable serializer', () => {
+  it('takes a pluggable { stringify, parse } serializer, and the older { serialize, deserialize } shape', () => {
     const upper: Serializer = {
-      serialize: (v) => String(v).toUpperCase(),
-      deserialize: (t) => t.toLowerCase(),
+      stringify: (v) => String(v).toUpperCase(),
+      parse: (t) => t.toLowerCase(),
     };
     const text = encodeEnvelope({ value: 'abc', createdAt: 1, freshUntil: 2, staleUntil: 2 }, upper);
     expect(text.endsWith('|ABC')).toBe(true);
     expect(decodeEnvelope(text, upper).value).toBe('abc');
+    const legacy: LegacySerializer = {
+      serialize: (v) => String(v).toUpperCase(),
+      deserialize: (t) => t.toLowerCase(),
+    };
+    expect(encodeEnvelope({ value: 'abc', createdAt: 1, freshUntil: 2, staleUntil: 2 }, legacy)).toBe(text);
+    expect(decodeEnvelope(text, legacy).value).toBe('abc');
+    expect(
+      decodeEnvelope(encodeEnvelope({ value: [1], createdAt: 1, freshUntil: 2, staleUntil: 2 }, JSON)).value,
+    ).toEqual([1]);
+  });
+
+  it('toSerializer takes JSON-shaped objects and classes as they are, and names the option otherwise', () => {
+    expect(toSerializer(JSON)).toBe(JSON);
+    expect(toSerializer(undefined)).toBe(jsonSerializer);
+    // biome-ignore lint/complexity/noStaticOnlyClass: superjson's default export is a class like this
+    class WithStatics {
+      static prefix = '>';
+      static stringify(value: unknown): string {
+        return `${WithStatics.prefix}${JSON.stringify(value)}`;
+      }
+      static parse(text: string): unknown {
+        return JSON.parse(text.slice(1));
+      }
+    }
+    expect(toSerializer(WithStatics)).toBe(WithStatics);
+    expect(roundTripValue({ a: 1 }, WithStatics)).toEqual({ a: 1 });
+    expect(() => toSerializer({}, 'options.serializer')).toThrow(
+      new TypeError(
+        'options.serializer must have stringify and parse functions (JSON, superjson and devalue fit as they are)',
+      ),
+    );
+    expect(() => toSerializer(null, 'options.serializer')).toThrow(TypeError);
+  });
+
+  it('round-trips a value as a text cache gives it back, and refuses what it cannot carry', () => {
+    const date = new Date('2024-01-02T03:04:05.000Z');
+    expect(
+      roundTripValue({ date, nan: Number.NaN, map: new Map([[1, 2]]), zero: -0, list: [undefined] }),
+    ).toEqual({
+      date: '2024-01-02T03:04:05.000Z',
+      nan: null,
+      map: {},
+      zero: 0,
+      list: [null],
+    });
+    expect(() => roundTripValue(10n)).toThrow(TypeError);
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    expect(() => roundTripValue(cycle)).toThrow(TypeError);
+    // JSON.stringify(undefined) and of a function is undefined: not storable.
+    expect(() => roundTripValue(() => 1)).toThrow(TypeError);
+  });
+
+  it('writes any finite time as plain digits and reads it back (1e21, Number.MAX_VALUE)', () => {
+    for (const big of [1e21, 2 ** 60 + 2 ** 10, Number.MAX_VALUE]) {
+      const entry = { value: 'v', createdAt: 1_700_000_000_000, freshUntil: big, staleUntil: big };
+      const text = encodeEnvelope(entry);
+      expect(text).toMatch(/^s1\|1700000000000\|\d+\|\d+\|"v"$/);
+      expect(decodeEnvelope(text)).toEqual(entry);
+    }
+    expect(integerText(1e21)).toBe('1000000000000000000000');
+    expect(integerText(-0.4)).toBe('0');
+    expect(Number(integerText(Number.MAX_VALUE))).toBe(Number.MAX_VALUE);
   });
 
   it('throws a TypeError (never anything else) for random text and foreign JSON', () => {

@@ -66,3 +66,117 @@ describe('stored values and write arguments', () => {
     expect(() => writeGuardArgs({ ...entry, value: 1n }, 10)).toThrow(TypeError);
   });
 });
+
+describe('remoteWriteArgs', () => {
+  const entry = { value: 'v', createdAt: 10_000, freshUntil: 70_000, staleUntil: 80_000 };
+
+  it('moves the times to the server clock and back, exactly', async () => {
+    const { decodeStored, remoteWriteArgs } = await import('../src/index.js');
+    const args = remoteWriteArgs(entry, 70_000, { offset: 300_000, tombstoneTtl: 5_000, now: 10_000 });
+    expect(args).toEqual({ text: 's1|310000|370000|380000|"v"', createdAt: '310000', px: '70000' });
+    expect(decodeStored(args.text, undefined, 300_000)).toEqual(entry);
+    expect(decodeStored(args.text, undefined, -300_000)?.createdAt).toBe(610_000);
+  });
+
+  it('is a removal (a tombstone at createdAt) for a ttl of 0 or an entry already past staleUntil', async () => {
+    const { remoteWriteArgs } = await import('../src/index.js');
+    const removal = { text: '', createdAt: '10000', px: '5000' };
+    expect(remoteWriteArgs(entry, 0, { tombstoneTtl: 5_000, now: 10_000 })).toEqual(removal);
+    expect(remoteWriteArgs(entry, 70_000, { tombstoneTtl: 5_000, now: 80_000 })).toEqual(removal);
+    expect(remoteWriteArgs(entry, 70_000, { tombstoneTtl: 5_000, now: 79_999 }).text).not.toBe('');
+    // A value the serializer cannot carry is refused whatever the ttl.
+    expect(() => remoteWriteArgs({ ...entry, value: 1n }, 0, { tombstoneTtl: 5_000 })).toThrow(TypeError);
+  });
+
+  it('stores a physical ttl beyond PX range without PX, and writes huge times as digits', async () => {
+    const { MAX_PX, pxArgument, remoteWriteArgs } = await import('../src/index.js');
+    const huge = { ...entry, freshUntil: 1e21, staleUntil: Number.MAX_VALUE };
+    const args = remoteWriteArgs(huge, 1e21, { tombstoneTtl: 5_000, now: 10_000 });
+    expect(args.px).toBe('');
+    expect(args.text).toMatch(/^s1\|10000\|1000000000000000000000\|\d{309}\|"v"$/);
+    expect(remoteWriteArgs(huge, MAX_PX, { tombstoneTtl: 5_000, now: 10_000 }).px).toBe(String(MAX_PX));
+    expect(remoteWriteArgs(huge, MAX_PX + 2, { tombstoneTtl: 5_000, now: 10_000 }).px).toBe('');
+    expect(pxArgument(1e21)).toBe(String(MAX_PX));
+    expect(pxArgument(0.2)).toBe('1');
+    expect(pxArgument(1_500.2)).toBe('1501');
+  });
+});
+
+describe('createServerClock', () => {
+  it('measures on first use, then answers synchronously and refreshes in the background', async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const { createServerClock } = await import('../src/index.js');
+    let serverAhead = 300_000;
+    const read = vi.fn(async () => Date.now() + serverAhead);
+    const clock = createServerClock(read, { refreshInterval: 10_000 });
+    expect(clock.offset).toBeUndefined();
+    const first = clock.current();
+    expect(first).toBeInstanceOf(Promise);
+    expect(await first).toBe(300_000);
+    expect(clock.current()).toBe(300_000);
+    expect(read).toHaveBeenCalledTimes(1);
+    // Within the interval: no measurement. After it: one, in the background.
+    vi.advanceTimersByTime(9_999);
+    expect(clock.current()).toBe(300_000);
+    expect(read).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(1);
+    serverAhead = 300_000 + 60_000; // this machine's clock was stepped back a minute
+    expect(clock.current()).toBe(300_000);
+    expect(read).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(clock.current()).toBe(360_000);
+  });
+
+  it('keeps its estimate while measurements allow it, and moves it when one proves it wrong', async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const { createServerClock } = await import('../src/index.js');
+    let answer = (): number => Date.now() + 5_000;
+    let roundTrip = 40;
+    const clock = createServerClock(
+      async () => {
+        const server = answer();
+        await new Promise((resolve) => setTimeout(resolve, roundTrip));
+        return server;
+      },
+      { refreshInterval: 1 },
+    );
+    const first = clock.current();
+    await vi.advanceTimersByTimeAsync(40);
+    // The server answered at the start of a 40 ms round trip: the offset lies in [4959, 5001].
+    expect(await first).toBe(4_980);
+    // Jitter within what is proven does not move it (so times read back exactly as written)...
+    answer = () => Date.now() + 5_010;
+    clock.current();
+    await vi.advanceTimersByTimeAsync(40);
+    expect(clock.offset).toBe(4_980);
+    // ...a tight measurement that excludes it does: [4994, 5000] proven, estimate 4997.
+    roundTrip = 4;
+    answer = () => Date.now() + 4_999;
+    clock.current();
+    await vi.advanceTimersByTimeAsync(4);
+    expect(clock.offset).toBe(4_997);
+    // And one that contradicts everything (the clock was stepped) starts afresh.
+    answer = () => Date.now() + 65_000;
+    clock.current();
+    await vi.advanceTimersByTimeAsync(4);
+    expect(clock.offset).toBe(64_998);
+  });
+
+  it('uses this clock (0) when the first measurement fails, and tries again later', async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const { createServerClock } = await import('../src/index.js');
+    let fail = true;
+    const read = vi.fn(async () => {
+      if (fail) throw new Error('down');
+      return Date.now() + 7;
+    });
+    const clock = createServerClock(read, { retryAfter: 1_000 });
+    expect(await clock.current()).toBe(0);
+    expect(clock.current()).toBe(0);
+    expect(read).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(1_000);
+    fail = false;
+    expect(await clock.current()).toBe(7);
+    expect(read).toHaveBeenCalledTimes(2);
+  });
+});

@@ -8,7 +8,7 @@ import {
   resetStats,
   stats,
 } from '../src/index.js';
-import { deferred, testCache } from './helpers.js';
+import { deferred, flush, testCache } from './helpers.js';
 
 beforeEach(() => {
   resetStats();
@@ -24,6 +24,7 @@ describe.each([
   it('returns a fresh value at once without calling the fill', async () => {
     const cache = testCache({ async });
     await getOrCompute(cache, 'k', 60_000, () => 'first');
+    await flush(); // the write lands after the callers have their value
     const fill = vi.fn(() => 'second');
     expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('first');
     expect(fill).not.toHaveBeenCalled();
@@ -114,30 +115,37 @@ describe('expiry', () => {
 });
 
 describe('the write', () => {
-  it('lands before the callers hear, so after await the value is in the cache', async () => {
+  it('lands after the callers hear; until it has, a new caller joins the settled flight', async () => {
     const cache = testCache({ async: true });
     const value = await getOrCompute(cache, 'k', 60_000, async () => 'v');
     expect(value).toBe('v');
+    expect(inFlightCount(cache)).toBe(1);
+    await flush();
+    expect(inFlightCount(cache)).toBe(0);
     expect(cache.backend.read('k')?.value).toBe('v');
   });
 
-  it('that never settles holds its callers at most 5 s, is reported, and the next caller fills again', async () => {
+  it('that never settles delays no caller, is given up after 5 s and reported, and the next caller fills again', async () => {
     vi.useFakeTimers({ now: 0 });
     const cache = testCache();
     cache.set = () => new Promise<void>(() => {});
     const fill = vi.fn(async () => 'v');
     const first = getOrCompute(cache, 'k', 60_000, fill);
     const joined = getOrCompute(cache, 'k', 60_000, fill);
-    await vi.advanceTimersByTimeAsync(4_999);
-    expect(inFlightCount(cache)).toBe(1);
-    await vi.advanceTimersByTimeAsync(1);
+    await vi.advanceTimersByTimeAsync(0);
     expect(await first).toBe('v');
     expect(await joined).toBe('v');
+    // While the write hangs the flight stays: a caller arriving now gets the value, no second fill.
+    await vi.advanceTimersByTimeAsync(4_998);
+    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('v');
+    expect(inFlightCount(cache)).toBe(1);
+    expect(stats().backendErrors).toBe(0);
+    await vi.advanceTimersByTimeAsync(2);
     expect(stats().backendErrors).toBe(1);
     expect(inFlightCount(cache)).toBe(0);
     expect(fill).toHaveBeenCalledTimes(1);
     const again = getOrCompute(cache, 'k', 60_000, fill);
-    await vi.advanceTimersByTimeAsync(5_000);
+    await vi.advanceTimersByTimeAsync(0);
     expect(await again).toBe('v');
     expect(fill).toHaveBeenCalledTimes(2);
   });
@@ -156,6 +164,7 @@ describe('shared reads on an asynchronous cache', () => {
   it('concurrent callers share one backend read, hit or miss', async () => {
     const cache = testCache({ async: true });
     await getOrCompute(cache, 'k', 60_000, () => 'v');
+    await flush(); // the write lands after the callers have their value
     cache.calls.get = 0;
     const hits = await Promise.all(
       Array.from({ length: 250 }, () => getOrCompute(cache, 'k', 60_000, () => 'x')),

@@ -1,12 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { FillLock, FillOutcome } from '@stampede/core';
+import { type FillLock, type FillOutcome, pxArgument } from '@stampede/core';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
 import { EXTEND_SCRIPT, RELEASE_SCRIPT, runScript } from './scripts.js';
-
-function milliseconds(ttl: number): number {
-  return Math.max(1, Math.ceil(ttl));
-}
 
 /**
  * The handle of a lock on `key` held with `token`. `release` deletes the lock only if `token` still
@@ -27,7 +23,7 @@ export function fillLockHandle(context: RedisContext, key: string, token: string
     async extend(ttl: number): Promise<boolean> {
       if (released) return false;
       const held = await context.call('extend', key, () =>
-        runScript(context.client, EXTEND_SCRIPT, [lock], [token, milliseconds(ttl)]),
+        runScript(context.client, EXTEND_SCRIPT, [lock], [token, pxArgument(ttl)]),
       );
       return held === 1;
     },
@@ -49,7 +45,7 @@ export async function acquireFillLock(
   const granted = await context.call(
     'lock',
     key,
-    () => context.client.set(lock, token, 'PX', milliseconds(ttl), 'NX'),
+    () => context.client.set(lock, token, 'PX', pxArgument(ttl), 'NX'),
     (late) => {
       if (late === 'OK') {
         runScript(context.client, RELEASE_SCRIPT, [lock, channel], [token, '']).catch(() => {

@@ -2,17 +2,19 @@ import {
   type Cache,
   type CacheEntry,
   type CacheSetOptions,
+  createServerClock,
   type Duration,
   decodeStored,
   type FillLock,
   type FillOutcome,
-  jsonSerializer,
   messageOf,
-  type Serializer,
-  tombstone,
+  pxArgument,
+  remoteWriteArgs,
+  roundTripValue,
+  type SerializerOption,
   toPositiveMilliseconds,
+  toSerializer,
   type WriteGuardArgs,
-  writeGuardArgs,
 } from '@stampede/core';
 import type { Cluster, Redis } from 'ioredis';
 import { createContext } from './context.js';
@@ -20,7 +22,7 @@ import { RedisCacheError } from './errors.js';
 import { acquireFillLock } from './fill-lock.js';
 import { checkPrefix, redisKeys } from './keys.js';
 import { createNotifier } from './notifier.js';
-import { runScript, WRITE_SCRIPT } from './scripts.js';
+import { DELETE_SCRIPT, runScript, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 /** Options of {@link createRedisCache}. */
 export interface RedisCacheOptions {
@@ -37,8 +39,14 @@ export interface RedisCacheOptions {
   prefix?: string | undefined;
   /** The cache's name in stats, events and metric labels. @default 'redis' */
   name?: string | undefined;
-  /** Turns values into text and back. @default jsonSerializer (JSON.stringify / JSON.parse) */
-  serializer?: Serializer | undefined;
+  /**
+   * Turns values into text and back: any `{ stringify, parse }` object, so `JSON`, `superjson` and
+   * `devalue` plug in as they are (`serializer: superjson` keeps Dates, Maps, Sets and BigInts,
+   * which JSON does not). The first release's `{ serialize, deserialize }` shape is still accepted.
+   * The callers of a fill get its value through the serializer and back, as later hits will.
+   * @default JSON (JSON.stringify / JSON.parse)
+   */
+  serializer?: SerializerOption | undefined;
   /**
    * Longest wait for any one Redis call; a call that takes longer fails (a read is then a miss, a
    * write or a lock attempt a reported fault, and the fill runs locally).
@@ -67,12 +75,24 @@ export interface RedisCache extends Cache {
   readonly prefix: string;
   /** The client given in the options. */
   readonly client: Redis | Cluster;
-  /** The entry for `key`; a tombstone, an expired or an undecodable entry is `undefined`. */
+  /**
+   * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
+   * undecodable entry is `undefined`.
+   */
   get(key: string): Promise<CacheEntry | undefined>;
-  /** Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script). */
+  /**
+   * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
+   * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
+   * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
+   */
   set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
-  /** Replaces the entry with a tombstone kept `tombstoneTtl` ms (so older fills cannot write). */
+  /**
+   * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
+   * that started earlier, on any replica, cannot write).
+   */
   delete(key: string): Promise<void>;
+  /** `value` through the serializer and back: what a later `get` returns for it. */
+  roundTrip(value: unknown): unknown;
   /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
   /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
@@ -99,12 +119,7 @@ function checkOptions(options: RedisCacheOptions): void {
   if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
     throw new TypeError('options.name must be a non-empty string');
   }
-  if (
-    serializer !== undefined &&
-    (typeof serializer?.serialize !== 'function' || typeof serializer.deserialize !== 'function')
-  ) {
-    throw new TypeError('options.serializer must have serialize and deserialize functions');
-  }
+  toSerializer(serializer, 'options.serializer');
   if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
     throw new TypeError('options.pushWakeUp must be a boolean');
   }
@@ -114,7 +129,9 @@ function checkOptions(options: RedisCacheOptions): void {
  * A cache on Redis or Redis Cluster through ioredis. Entries are stored as the versioned envelope
  * (`s1|createdAt|freshUntil|staleUntil|payload`) with a physical TTL of `ttl + grace` (PX, ms); a
  * write never replaces a newer entry, and a delete leaves a short tombstone so a fill that started
- * before it cannot bring the value back. Implements the distributed fill lock and push wake-up.
+ * before it cannot bring the value back. Times are stored on Redis's clock (the cache measures its
+ * offset from this process's clock with `TIME`), so replicas whose clocks disagree still order
+ * writes and deletes correctly. Implements the distributed fill lock and push wake-up.
  *
  * @example
  * import { Redis } from 'ioredis';
@@ -124,13 +141,8 @@ function checkOptions(options: RedisCacheOptions): void {
  */
 export function createRedisCache(options: RedisCacheOptions): RedisCache {
   checkOptions(options);
-  const {
-    client,
-    prefix = 'stampede:',
-    name = 'redis',
-    serializer = jsonSerializer,
-    pushWakeUp = true,
-  } = options;
+  const { client, prefix = 'stampede:', name = 'redis', pushWakeUp = true } = options;
+  const serializer = toSerializer(options.serializer, 'options.serializer');
   const operationTimeout =
     options.operationTimeout === undefined
       ? 1_000
@@ -141,15 +153,21 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       : toPositiveMilliseconds(options.tombstoneTtl, 'options.tombstoneTtl');
   const context = createContext(client, name, prefix, operationTimeout);
   const notifier = createNotifier(context);
+  // Measured on first use and refreshed by later calls; never on a hit's critical path once known.
+  const clock = createServerClock(() =>
+    context.call('time', undefined, () => runScript(client, TIME_SCRIPT, [], [])),
+  );
 
   return {
     name,
     prefix,
     client,
     async get(key) {
+      // Started before the GET so that, on first use, both travel together.
+      const offset = clock.current();
       const text = await context.call('get', key, () => client.get(redisKeys(prefix, key).value));
       try {
-        return decodeStored(text, serializer);
+        return decodeStored(text, serializer, await offset);
       } catch (cause) {
         const error = new RedisCacheError(
           'STAMPEDE_REDIS_DECODE',
@@ -161,9 +179,10 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       }
     },
     async set(key, entry, { ttl }) {
-      let args: WriteGuardArgs | undefined;
+      const offset = await clock.current();
+      let args: WriteGuardArgs;
       try {
-        args = writeGuardArgs(entry, ttl, serializer);
+        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl });
       } catch (cause) {
         throw new RedisCacheError(
           'STAMPEDE_REDIS_ENCODE',
@@ -171,7 +190,6 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
           { key, cause },
         );
       }
-      if (args === undefined) return;
       const { text, createdAt, px } = args;
       await context.call('set', key, () =>
         runScript(client, WRITE_SCRIPT, [redisKeys(prefix, key).value], [text, createdAt, px]),
@@ -179,8 +197,11 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     },
     async delete(key) {
       await context.call('delete', key, () =>
-        client.set(redisKeys(prefix, key).value, tombstone(), 'PX', Math.ceil(tombstoneTtl)),
+        runScript(client, DELETE_SCRIPT, [redisKeys(prefix, key).value], [pxArgument(tombstoneTtl)]),
       );
+    },
+    roundTrip(value) {
+      return roundTripValue(value, serializer);
     },
     tryAcquireFillLock(key, ttl) {
       return acquireFillLock(context, key, ttl);

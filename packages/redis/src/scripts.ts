@@ -1,5 +1,11 @@
 import { createHash } from 'node:crypto';
-import { EXTEND_LOCK_LUA, RELEASE_LOCK_LUA, WRITE_GUARD_LUA } from '@stampede/core';
+import {
+  DELETE_LUA,
+  EXTEND_LOCK_LUA,
+  RELEASE_LOCK_LUA,
+  SERVER_TIME_LUA,
+  WRITE_GUARD_LUA,
+} from '@stampede/core';
 import type { Cluster, Redis } from 'ioredis';
 
 /** A client `createRedisCache` accepts: a standalone `Redis` or a `Cluster`. */
@@ -17,6 +23,12 @@ function lua(source: string): LuaScript {
 
 /** Refuses a write older than the stored entry or tombstone (see `WRITE_GUARD_LUA` in core). */
 export const WRITE_SCRIPT = lua(WRITE_GUARD_LUA);
+
+/** Replaces an entry with a tombstone holding Redis's own time (see `DELETE_LUA` in core). */
+export const DELETE_SCRIPT = lua(DELETE_LUA);
+
+/** Redis's time in ms, to measure the offset of this process's clock (see `SERVER_TIME_LUA` in core). */
+export const TIME_SCRIPT = lua(SERVER_TIME_LUA);
 
 /** Releases an owned lock and announces the outcome in the same script (see `RELEASE_LOCK_LUA` in core). */
 export const RELEASE_SCRIPT = lua(RELEASE_LOCK_LUA);

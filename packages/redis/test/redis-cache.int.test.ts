@@ -4,13 +4,12 @@ import {
   getOrComputeWith,
   inFlightCount,
   invalidate,
-  jsonSerializer,
   onStampedeEvent,
   setValue,
 } from '@stampede/core';
 import { freePort, randomPrefix, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, isRedisCacheError, type RedisCache, redisKeys } from '../src/index.js';
 import { deletePrefix } from './helpers.js';
 
@@ -21,6 +20,8 @@ let events: BackendErrorEvent[] = [];
 let stopListening: () => void;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Resolves once the writes of `cache`'s fills have landed (their flights leave the registry then). */
+const written = (cache: RedisCache) => vi.waitFor(() => expect(inFlightCount(cache)).toBe(0));
 const newCache = (options: Partial<Parameters<typeof createRedisCache>[0]> = {}) => {
   const cache = createRedisCache({ client, prefix, name: `cache-${caches.length}`, ...options });
   caches.push(cache);
@@ -48,6 +49,7 @@ describe('stored format', () => {
   it('stores the versioned envelope with a physical TTL of ttl + grace (PX, ms)', async () => {
     const cache = newCache();
     await getOrComputeWith(cache, 'format', { ttl: 60_000, staleWhileRevalidate: 30_000 }, () => ({ n: 1 }));
+    await written(cache);
     const key = redisKeys(prefix, 'format').value;
     expect(await client.get(key)).toMatch(/^s1\|\d+\|\d+\|\d+\|\{"n":1\}$/);
     const pttl = await client.pttl(key);
@@ -55,15 +57,23 @@ describe('stored format', () => {
     expect(pttl).toBeLessThanOrEqual(90_000);
   });
 
-  it('uses a pluggable serializer', async () => {
+  it("uses a pluggable serializer, also of the first release's { serialize, deserialize } shape", async () => {
     const serializer = {
-      serialize: (value: unknown) => `custom:${jsonSerializer.serialize(value)}`,
-      deserialize: (text: string) => jsonSerializer.deserialize(text.slice('custom:'.length)),
+      stringify: (value: unknown) => `custom:${JSON.stringify(value)}`,
+      parse: (text: string) => JSON.parse(text.slice('custom:'.length)),
+    };
+    const legacy = {
+      serialize: (value: unknown) => `legacy:${JSON.stringify(value)}`,
+      deserialize: (text: string) => JSON.parse(text.slice('legacy:'.length)),
     };
     const cache = newCache({ serializer });
     await setValue(cache, 'custom', [1, 2], { ttl: 60_000 });
     expect(await client.get(redisKeys(prefix, 'custom').value)).toMatch(/\|custom:\[1,2\]$/);
     expect((await cache.get('custom'))?.value).toEqual([1, 2]);
+    const old = newCache({ serializer: legacy });
+    await setValue(old, 'legacy', [3], { ttl: 60_000 });
+    expect(await client.get(redisKeys(prefix, 'legacy').value)).toMatch(/\|legacy:\[3\]$/);
+    expect((await old.get('legacy'))?.value).toEqual([3]);
   });
 
   it.each([
@@ -100,6 +110,7 @@ describe('stored format', () => {
     const cache = newCache();
     const value = make();
     expect(await getOrCompute(cache, `unserialisable-${_label}`, 60_000, () => value)).toBe(value);
+    await written(cache);
     expect(events).toHaveLength(1);
     expect(events[0]?.operation).toBe('set');
     expect(events[0]?.error).toMatchObject({

@@ -12,3 +12,4 @@ export {
   type Worker,
 } from './processes.js';
 export { type RedisServer, randomPrefix, startRedisServer, testRedis } from './redis-server.js';
+export { describeValue, NOT_STORABLE, SERIALIZER_TABLE } from './serializer-table.js';

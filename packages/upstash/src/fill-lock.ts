@@ -1,13 +1,9 @@
-import type { FillLock, FillOutcome } from '@stampede/core';
+import { type FillLock, type FillOutcome, pxArgument } from '@stampede/core';
 import type { UpstashClient } from './client.js';
 import { upstashKeys } from './keys.js';
 import { callUpstash, keepAlive, type OperationContext } from './operation.js';
 import { EXTEND_SCRIPT, RELEASE_SCRIPT, runScript } from './scripts.js';
 import { randomToken } from './web-crypto.js';
-
-function milliseconds(ttl: number): string {
-  return String(Math.max(1, Math.ceil(ttl)));
-}
 
 /**
  * `SET <lock> <random token> NX PX <ttl>`: the lock, or `undefined` when another holder has it. A
@@ -27,7 +23,7 @@ export async function acquireFillLock(
     context,
     'lock',
     key,
-    () => client.set(lock, token, { nx: true, px: Number(milliseconds(ttl)) }),
+    () => client.set(lock, token, { nx: true, px: Number(pxArgument(ttl)) }),
     (late) => {
       if (late === 'OK') {
         runScript(client, RELEASE_SCRIPT, [lock, channel], [token, '']).catch(() => {
@@ -52,7 +48,7 @@ export async function acquireFillLock(
     async extend(next: number): Promise<boolean> {
       if (released) return false;
       const held = await callUpstash(context, 'extend', key, () =>
-        runScript(client, EXTEND_SCRIPT, [lock], [token, milliseconds(next)]),
+        runScript(client, EXTEND_SCRIPT, [lock], [token, pxArgument(next)]),
       );
       return Number(held) === 1;
     },

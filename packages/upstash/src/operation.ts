@@ -28,8 +28,8 @@ export function keepAlive<T>(context: OperationContext, request: Promise<T>): Pr
  */
 export function callUpstash<T>(
   context: OperationContext,
-  operation: BackendOperation,
-  key: string,
+  operation: BackendOperation | 'time',
+  key: string | undefined,
   request: () => Promise<T>,
   onLate?: (value: T) => void,
 ): Promise<T> {

@@ -2,23 +2,25 @@ import {
   type Cache,
   type CacheEntry,
   type CacheSetOptions,
+  createServerClock,
   type Duration,
   decodeStored,
   type FillLock,
-  jsonSerializer,
   messageOf,
-  type Serializer,
-  tombstone,
+  pxArgument,
+  remoteWriteArgs,
+  roundTripValue,
+  type SerializerOption,
   toPositiveMilliseconds,
+  toSerializer,
   type WriteGuardArgs,
-  writeGuardArgs,
 } from '@stampede/core';
 import { assertUpstashClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
 import { acquireFillLock } from './fill-lock.js';
 import { upstashKeys } from './keys.js';
 import { callUpstash, keepAlive, type OperationContext, report } from './operation.js';
-import { runScript, WRITE_SCRIPT } from './scripts.js';
+import { DELETE_SCRIPT, runScript, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 /** Options of {@link createUpstashCache}. */
 export interface UpstashCacheOptions {
@@ -35,8 +37,14 @@ export interface UpstashCacheOptions {
   prefix?: string | undefined;
   /** The cache's name in stats, events and metric labels. @default 'upstash' */
   name?: string | undefined;
-  /** Turns values into text and back. @default jsonSerializer (JSON.stringify / JSON.parse) */
-  serializer?: Serializer | undefined;
+  /**
+   * Turns values into text and back: any `{ stringify, parse }` object, so `JSON`, `superjson` and
+   * `devalue` plug in as they are (`serializer: superjson` keeps Dates, Maps, Sets and BigInts,
+   * which JSON does not). The first release's `{ serialize, deserialize }` shape is still accepted.
+   * The callers of a fill get its value through the serializer and back, as later hits will.
+   * @default JSON (JSON.stringify / JSON.parse)
+   */
+  serializer?: SerializerOption | undefined;
   /**
    * Longest wait for any one Upstash request (the client's own retries included); a request that
    * takes longer fails: a read is then a miss, a write or a lock attempt a reported fault, and the
@@ -68,10 +76,25 @@ export interface UpstashCache extends Cache {
   readonly prefix: string;
   /** The client given in the options. */
   readonly client: UpstashClient;
+  /**
+   * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
+   * undecodable entry is `undefined`.
+   */
   get(key: string): Promise<CacheEntry | undefined>;
+  /**
+   * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
+   * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
+   * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
+   */
   set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  /**
+   * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
+   * that started earlier, on any replica, cannot write).
+   */
   delete(key: string): Promise<void>;
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /** `value` through the serializer and back: what a later `get` returns for it. */
+  roundTrip(value: unknown): unknown;
 }
 
 function checkOptions(options: UpstashCacheOptions): void {
@@ -89,12 +112,7 @@ function checkOptions(options: UpstashCacheOptions): void {
   if (options.waitUntil !== undefined && typeof options.waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof options.waitUntil}`);
   }
-  if (
-    serializer !== undefined &&
-    (typeof serializer?.serialize !== 'function' || typeof serializer.deserialize !== 'function')
-  ) {
-    throw new TypeError('options.serializer must have serialize and deserialize functions');
-  }
+  toSerializer(serializer, 'options.serializer');
 }
 
 /**
@@ -102,8 +120,10 @@ function checkOptions(options: UpstashCacheOptions): void {
  * runtimes). Entries are stored as the versioned envelope (`s1|createdAt|freshUntil|staleUntil|payload`,
  * never valid JSON, so the client's `automaticDeserialization` hands it back untouched) with a
  * physical TTL of `ttl + grace`; a write never replaces a newer entry, and a delete leaves a short
- * tombstone so a fill that started before it cannot bring the value back. Implements the
- * distributed fill lock; lock losers poll with the core's back-off.
+ * tombstone so a fill that started before it cannot bring the value back. Times are stored on
+ * Redis's clock (the cache measures its offset from this process's clock with `TIME`), so replicas
+ * whose clocks disagree still order writes and deletes correctly. Implements the distributed fill
+ * lock; lock losers poll with the core's back-off.
  *
  * @example
  * import { Redis } from '@upstash/redis';
@@ -113,7 +133,8 @@ function checkOptions(options: UpstashCacheOptions): void {
  */
 export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   checkOptions(options);
-  const { client, prefix = 'stampede:', name = 'upstash', serializer = jsonSerializer } = options;
+  const { client, prefix = 'stampede:', name = 'upstash' } = options;
+  const serializer = toSerializer(options.serializer, 'options.serializer');
   const operationTimeout =
     options.operationTimeout === undefined
       ? 1_000
@@ -123,17 +144,23 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       ? 10_000
       : toPositiveMilliseconds(options.tombstoneTtl, 'options.tombstoneTtl');
   const context: OperationContext = { name, operationTimeout, waitUntil: options.waitUntil };
+  // Measured on first use and refreshed by later calls; never on a hit's critical path once known.
+  const clock = createServerClock(() =>
+    callUpstash(context, 'time', undefined, () => runScript(client, TIME_SCRIPT, [], [])),
+  );
 
   return {
     name,
     prefix,
     client,
     async get(key) {
+      // Started before the GET so that, on first use, both travel together.
+      const offset = clock.current();
       const stored = await callUpstash(context, 'get', key, () =>
         client.get<unknown>(upstashKeys(prefix, key).value),
       );
       try {
-        return decodeStored(stored, serializer);
+        return decodeStored(stored, serializer, await offset);
       } catch (cause) {
         const error = new UpstashCacheError(
           'STAMPEDE_UPSTASH_DECODE',
@@ -145,9 +172,10 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       }
     },
     async set(key, entry, { ttl }) {
-      let args: WriteGuardArgs | undefined;
+      const offset = await clock.current();
+      let args: WriteGuardArgs;
       try {
-        args = writeGuardArgs(entry, ttl, serializer);
+        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl });
       } catch (cause) {
         throw new UpstashCacheError(
           'STAMPEDE_UPSTASH_ENCODE',
@@ -155,7 +183,6 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
           { key, cause },
         );
       }
-      if (args === undefined) return;
       const { text, createdAt, px } = args;
       await keepAlive(
         context,
@@ -168,9 +195,12 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       await keepAlive(
         context,
         callUpstash(context, 'delete', key, () =>
-          client.set(upstashKeys(prefix, key).value, tombstone(), { px: Math.ceil(tombstoneTtl) }),
+          runScript(client, DELETE_SCRIPT, [upstashKeys(prefix, key).value], [pxArgument(tombstoneTtl)]),
         ),
       );
+    },
+    roundTrip(value) {
+      return roundTripValue(value, serializer);
     },
     tryAcquireFillLock(key, ttl) {
       return acquireFillLock(client, context, prefix, key, ttl);
