@@ -1,4 +1,5 @@
 import { type BackendOperation, emit, hasListeners } from './events.js';
+import { shared } from './shared.js';
 
 /**
  * Process-wide counters. Every `getOrCompute` call that passes argument checks counts once as a
@@ -81,7 +82,8 @@ function zero(): StampedeStats {
   };
 }
 
-const byName = new Map<string, StampedeStats>();
+// Shared by every copy of the core loaded in this process (see shared.ts).
+const byName = shared.counters;
 
 /** The live counters of the caches named `name` (created on first use). */
 export function countersFor(name: string): StampedeStats {
@@ -89,6 +91,9 @@ export function countersFor(name: string): StampedeStats {
   if (counters === undefined) {
     counters = zero();
     byName.set(name, counters);
+  } else {
+    // Created by another copy of the core that may predate a counter this copy knows.
+    for (const stat of STAT_NAMES) counters[stat] ??= 0;
   }
   return counters;
 }
@@ -97,7 +102,7 @@ export function countersFor(name: string): StampedeStats {
 export function stats(): StampedeStats {
   const total = zero();
   for (const counters of byName.values()) {
-    for (const stat of STAT_NAMES) total[stat] += counters[stat];
+    for (const stat of STAT_NAMES) total[stat] += counters[stat] ?? 0;
   }
   return total;
 }
