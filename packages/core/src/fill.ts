@@ -51,6 +51,7 @@ export function startFlight(
   };
   const limit = options.fillTimeout;
   if (limit !== undefined) {
+    flight.deadline = flight.startedAt + limit;
     flight.timer = setTimeout(() => {
       const error = new Error(`fill of '${key}' did not settle within ${limit}ms (fillTimeout)`);
       error.name = 'TimeoutError';

@@ -135,12 +135,15 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-/** Joins a fill in flight (a miss that coalesces). */
+/**
+ * Joins a fill in flight (a miss that coalesces). This caller's own signal and `fillTimeout` still
+ * apply: it may leave a fill that someone else started with other limits (or none).
+ */
 function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): Promise<unknown> {
   const { counters } = state;
   counters.misses++;
   counters.coalescedWaits++;
-  return flight.join(false, options.signal);
+  return flight.join(false, options.signal, options.fillTimeout);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -171,7 +174,7 @@ function afterRead(
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
   const flight = startFlight(state, key, options, false);
-  const answer = flight.join(true, options.signal);
+  const answer = flight.join(true, options.signal, options.fillTimeout);
   // The write and the lock release finish after the callers have their value: on platforms that
   // freeze work left after the response, they need the request's waitUntil.
   handOff(options, execute(state, flight, options, fill, entry?.value));
