@@ -104,7 +104,10 @@ export function getOrComputeWith<T>(
     return Promise.reject(error);
   }
   const signal = resolved.signal;
-  if (signal?.aborted) return Promise.reject(signal.reason);
+  if (signal?.aborted) {
+    state.counters.abortedReads++;
+    return Promise.reject(signal.reason);
+  }
   if (state.flights.size !== 0 && resolved.grace === 0) {
     const flight = state.flights.get(key);
     if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
@@ -156,8 +159,11 @@ function afterRead(
 ): Promise<unknown> {
   const { counters } = state;
   // A caller that left while its read was in flight has its answer (the rejection) already; it must
-  // not start a fill nobody waits for.
-  if (options.signal?.aborted) return Promise.reject(options.signal.reason);
+  // not start a fill nobody waits for. It is neither a hit nor a miss.
+  if (options.signal?.aborted) {
+    counters.abortedReads++;
+    return Promise.reject(options.signal.reason);
+  }
   if (entry !== undefined) {
     const now = coarseNow();
     if (now < entry.freshUntil) {

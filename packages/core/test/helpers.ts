@@ -53,6 +53,8 @@ export interface TestCacheOptions {
   name?: string;
   /** Answer with promises instead of values. */
   async?: boolean;
+  /** Answer reads after this many ms (a timer), like a remote store. */
+  readDelay?: number;
   /** Offer tryAcquireFillLock. */
   lock?: boolean;
   /** Offer onFillDone (push wake-up). */
@@ -71,7 +73,11 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
     backend,
     get(key: string) {
       calls.get++;
-      return answer(backend.read(key));
+      const delay = options.readDelay;
+      if (delay === undefined) return answer(backend.read(key));
+      return new Promise<CacheEntry | undefined>((resolve) =>
+        setTimeout(() => resolve(backend.read(key)), delay),
+      );
     },
     set(key: string, entry: CacheEntry, { ttl }: CacheSetOptions) {
       calls.set++;
