@@ -2,6 +2,7 @@ import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writ
 import { releaseRefreshSlot } from './background.js';
 import type { FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
+import { callFill, fillSettled } from './fill-context.js';
 import { Flight } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
@@ -182,13 +183,17 @@ export async function execute(
   try {
     let pending: unknown;
     try {
-      pending = fill(context);
+      pending = callFill(flight, fill, context);
     } catch (error) {
       // A synchronous throw settles a microtask later, like a rejection, so callers arriving in the
       // same tick coalesce onto it either way.
       pending = Promise.reject(error);
     }
-    value = await pending;
+    try {
+      value = await pending;
+    } finally {
+      fillSettled(flight);
+    }
   } catch (error) {
     if (flight.result === undefined) {
       counters.fillFailures++;

@@ -1,4 +1,5 @@
 import { CacheFillError, messageOf } from './errors.js';
+import type { FillFrame } from './shared.js';
 
 /** How a fill ended for its callers. */
 export type FlightResult =
@@ -63,6 +64,12 @@ export class Flight {
    * one). A joining caller needs a timer of its own only if its limit ends earlier.
    */
   deadline = Number.POSITIVE_INFINITY;
+  /**
+   * The async context of the fill function once it is called (see fill-context.ts): tells a call
+   * made from inside the fill that joining this flight would wait for itself. Undefined on runtimes
+   * without async context tracking.
+   */
+  frame: FillFrame | undefined = undefined;
   /** Called when the last caller leaves an unsettled foreground fill. */
   onAbandon: ((reason: unknown) => void) | undefined = undefined;
   /** Called once when the flight settles. */

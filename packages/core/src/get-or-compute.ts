@@ -5,6 +5,7 @@ import { coarseNow } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
 import { execute, type FillFn, handOff, startFlight } from './fill.js';
+import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
 import {
   type FillContext,
@@ -146,6 +147,11 @@ function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): 
   const { counters } = state;
   counters.misses++;
   counters.coalescedWaits++;
+  // Only while the fill function runs with a tracked async context (Node): a call from inside it
+  // would wait for its own result forever.
+  if (flight.frame !== undefined && !flight.frame.done && insideFillOf(flight)) {
+    return Promise.reject(selfWaitError(state.name, flight.key));
+  }
   return flight.join(false, options.signal, options.fillTimeout);
 }
 

@@ -1,6 +1,32 @@
 import type { StampedeListener } from './events.js';
+import type { Flight } from './flight.js';
 import type { CacheState } from './registry.js';
 import type { StampedeStats } from './stats.js';
+
+/** What a fill's async context carries: the fill it belongs to and the fill that started it. */
+export interface FillFrame {
+  /** The flight whose fill function is running in this context. */
+  readonly flight: Flight;
+  /** The frame of the fill that started this one in the foreground, if any. */
+  readonly parent: FillFrame | undefined;
+  /** Set once the fill function has settled: from then on nothing can be waiting on it. */
+  done: boolean;
+}
+
+/** The part of `AsyncLocalStorage` the core uses (Node, Bun, Deno and workerd's `node:async_hooks`). */
+export interface AsyncContextStorage {
+  run<R>(store: FillFrame, callback: () => R): R;
+  getStore(): FillFrame | undefined;
+  /** Stops tracking while no fill runs (Node pays a cost on every promise while tracking). */
+  disable?(): void;
+}
+
+/** The async context in which fills run, when the runtime offers one. */
+export interface FillTracking {
+  readonly storage: AsyncContextStorage;
+  /** Fill functions that have not settled yet; the storage is disabled when this drops to 0. */
+  running: number;
+}
 
 /**
  * Everything the core keeps process-wide. It lives on `globalThis` under a `Symbol.for` key, not in
@@ -24,6 +50,8 @@ export interface Shared {
   readonly refresh: { max: number; active: number };
   /** Per-cache state of caches that are frozen (others carry it themselves, `registry.ts`). */
   readonly frozenStates: WeakMap<object, CacheState>;
+  /** The fill context, set by the entry point of runtimes that have `AsyncLocalStorage`. */
+  fills: FillTracking | undefined;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');
@@ -38,6 +66,7 @@ function create(): Shared {
     listeners: [],
     refresh: { max: 64, active: 0 },
     frozenStates: new WeakMap(),
+    fills: undefined,
   };
 }
 
