@@ -1,11 +1,16 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/index.ts'],
+  // index: the runtime-neutral entry (edge runtimes); node: the same API plus AsyncLocalStorage, for
+  // runtimes that resolve the `node` export condition.
+  entry: ['src/index.ts', 'src/node.ts'],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
   sourcemap: true,
   target: 'es2022',
   platform: 'neutral',
+  external: ['node:async_hooks'],
+  // Keep the `node:` prefix: Deno and Bun resolve builtins by it.
+  removeNodeProtocol: false,
 });

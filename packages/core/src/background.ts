@@ -1,3 +1,5 @@
+import { shared } from './shared.js';
+
 /** Process-wide settings. */
 export interface StampedeConfig {
   /**
@@ -9,8 +11,9 @@ export interface StampedeConfig {
   maxBackgroundRefreshes?: number;
 }
 
-let maxBackgroundRefreshes = 64;
-let active = 0;
+// The cap and the count are shared by every copy of the core loaded in this process (see
+// shared.ts): one cap per process, however the core was loaded.
+const refresh = shared.refresh;
 
 /**
  * Changes process-wide settings.
@@ -28,28 +31,28 @@ export function configure(config: StampedeConfig): void {
         `config.maxBackgroundRefreshes must be a non-negative integer; got ${String(max)}`,
       );
     }
-    maxBackgroundRefreshes = max;
+    refresh.max = max;
   }
 }
 
 /** The settings in force. */
 export function getConfig(): Required<StampedeConfig> {
-  return { maxBackgroundRefreshes };
+  return { maxBackgroundRefreshes: refresh.max };
 }
 
 /** Takes a background-refresh slot; false when the cap is reached. */
 export function takeRefreshSlot(): boolean {
-  if (active >= maxBackgroundRefreshes) return false;
-  active++;
+  if (refresh.active >= refresh.max) return false;
+  refresh.active++;
   return true;
 }
 
 /** Gives a slot back when a refresh settles. */
 export function releaseRefreshSlot(): void {
-  active--;
+  refresh.active--;
 }
 
 /** How many background refreshes are running now. */
 export function activeBackgroundRefreshes(): number {
-  return active;
+  return refresh.active;
 }

@@ -1,3 +1,5 @@
+import { shared } from './shared.js';
+
 /** A fill ran (in the foreground or as a stale-while-revalidate refresh). */
 export interface FillEvent {
   readonly type: 'fill';
@@ -75,7 +77,8 @@ export type StampedeEvent =
 /** Receives {@link StampedeEvent}s. A listener that throws is ignored (it never fails a request). */
 export type StampedeListener = (event: StampedeEvent) => void;
 
-const listeners: StampedeListener[] = [];
+// Shared by every copy of the core loaded in this process (see shared.ts).
+const listeners: StampedeListener[] = shared.listeners;
 
 /** True while at least one listener is registered (lets hot paths skip building events). */
 export function hasListeners(): boolean {

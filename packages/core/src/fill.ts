@@ -2,6 +2,7 @@ import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writ
 import { releaseRefreshSlot } from './background.js';
 import type { FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
+import { callFill, fillSettled } from './fill-context.js';
 import { Flight } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
@@ -52,6 +53,7 @@ export function startFlight(
   };
   const limit = options.fillTimeout;
   if (limit !== undefined) {
+    flight.deadline = flight.startedAt + limit;
     // A long timer (fillTimeout may exceed the 24.8-day timer limit), so it is cleared on settle.
     const timer = setLongTimeout(() => {
       const error = new Error(`fill of '${key}' did not settle within ${limit}ms (fillTimeout)`);
@@ -160,32 +162,40 @@ export async function execute(
 ): Promise<void> {
   const { cache, counters } = state;
   const key = flight.key;
+  // Every flight ends its lock protocol in exactly one of three counters, so that
+  // `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled` holds
+  // whatever happens: `fills` (the fill function runs), `lockWaitHits` (another replica's value, found
+  // while waiting or by the winner's double-check read) or `fillsCancelled` (the flight was given up
+  // first: every caller left, or fillTimeout passed). Given up means `flight.result` is set.
   let lock: FillLock | undefined;
   if (options.lock) {
     if (cache.tryAcquireFillLock === undefined) {
       warnNoLock(state);
     } else {
       const got = await acquireOrWait(state, key, options, flight.controller.signal);
-      if (got.kind === 'aborted') return;
-      if (got.kind === 'value') {
-        deliver(state, flight, got.entry.value, false, options);
+      if (got.kind === 'lock') lock = got.lock;
+      if (got.kind === 'aborted' || flight.result !== undefined) {
+        counters.fillsCancelled++;
+        if (lock !== undefined) await releaseLock(state, key, lock, 'failed');
         return;
       }
-      if (got.kind === 'lock') {
-        lock = got.lock;
+      let found = got.kind === 'value' ? got.entry : undefined;
+      if (lock !== undefined) {
+        // Double-check: another replica may have filled between our miss and our lock.
+        const entry = await readEntryAsync(state, key);
         if (flight.result !== undefined) {
+          counters.fillsCancelled++;
           await releaseLock(state, key, lock, 'failed');
           return;
         }
-        // Double-check: another replica may have filled between our miss and our lock.
-        const entry = await readEntryAsync(state, key);
-        if (entry !== undefined && Date.now() < entry.freshUntil) {
-          deliver(state, flight, entry.value, false, options);
-          await releaseLock(state, key, lock, 'filled');
-          return;
-        }
+        if (entry !== undefined && Date.now() < entry.freshUntil) found = entry;
       }
-      if (flight.result !== undefined) return;
+      if (found !== undefined) {
+        counters.lockWaitHits++;
+        deliver(state, flight, found.value, false, options);
+        if (lock !== undefined) await releaseLock(state, key, lock, 'filled');
+        return;
+      }
     }
   }
   // The lock is released once: when the fill ends, or as soon as the flight is given up (fillTimeout,
@@ -215,13 +225,17 @@ export async function execute(
   try {
     let pending: unknown;
     try {
-      pending = fill(context);
+      pending = callFill(flight, fill, context);
     } catch (error) {
       // A synchronous throw settles a microtask later, like a rejection, so callers arriving in the
       // same tick coalesce onto it either way.
       pending = Promise.reject(error);
     }
-    value = await pending;
+    try {
+      value = await pending;
+    } finally {
+      fillSettled(flight);
+    }
   } catch (error) {
     if (flight.result === undefined) {
       counters.fillFailures++;

@@ -4,6 +4,7 @@ import type { Cache, CacheEntry } from './cache.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
 import { execute, type FillFn, handOff, startFlight } from './fill.js';
+import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
 import {
   type FillContext,
@@ -143,7 +144,10 @@ export function getOrComputeWith<T>(
     return Promise.reject(error);
   }
   const signal = resolved.signal;
-  if (signal?.aborted) return Promise.reject(signal.reason);
+  if (signal?.aborted) {
+    state.counters.abortedReads++;
+    return Promise.reject(signal.reason);
+  }
   if (state.flights.size !== 0 && resolved.grace === 0) {
     const flight = state.flights.get(key);
     if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
@@ -174,12 +178,20 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-/** Joins a fill in flight (a miss that coalesces). */
+/**
+ * Joins a fill in flight (a miss that coalesces). This caller's own signal and `fillTimeout` still
+ * apply: it may leave a fill that someone else started with other limits (or none).
+ */
 function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): Promise<unknown> {
   const { counters } = state;
   counters.misses++;
   counters.coalescedWaits++;
-  return flight.join(false, options.signal);
+  // Only while the fill function runs with a tracked async context (Node): a call from inside it
+  // would wait for its own result forever.
+  if (flight.frame !== undefined && !flight.frame.done && insideFillOf(flight)) {
+    return Promise.reject(selfWaitError(state.name, flight.key));
+  }
+  return flight.join(false, options.signal, options.fillTimeout);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -192,8 +204,11 @@ function afterRead(
 ): Promise<unknown> {
   const { counters } = state;
   // A caller that left while its read was in flight has its answer (the rejection) already; it must
-  // not start a fill nobody waits for.
-  if (options.signal?.aborted) return Promise.reject(options.signal.reason);
+  // not start a fill nobody waits for. It is neither a hit nor a miss.
+  if (options.signal?.aborted) {
+    counters.abortedReads++;
+    return Promise.reject(options.signal.reason);
+  }
   if (entry !== undefined) {
     const now = Date.now();
     if (now < entry.freshUntil) {
@@ -210,7 +225,7 @@ function afterRead(
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
   const flight = startFlight(state, key, options, false);
-  const answer = flight.join(true, options.signal);
+  const answer = flight.join(true, options.signal, options.fillTimeout);
   // The write and the lock release finish after the callers have their value: on platforms that
   // freeze work left after the response, they need the request's waitUntil.
   handOff(options, execute(state, flight, options, fill, entry?.value));

@@ -90,8 +90,10 @@ export async function acquireOrWait(
       notice = undefined;
       if (heard !== 'failed') {
         const entry = await readEntryAsync(state, key);
+        // Given up while reading (every caller left, or fillTimeout): the loop's top says so.
+        if (signal.aborted) continue;
         if (entry !== undefined && Date.now() < entry.freshUntil) {
-          counters.lockWaitHits++;
+          // Counted by the caller (`lockWaitHits`), which knows whether the flight still wanted it.
           lockWaitEvent(state, key, startedAt, 'hit');
           return { kind: 'value', entry };
         }

@@ -47,8 +47,11 @@ export interface GetOrComputeOptions {
   signal?: AbortSignal | undefined;
   /**
    * Hard limit for one fill (lock wait included): every caller of it then gets a `CacheFillError`
-   * of kind `'timeout'`, the fill's signal aborts, and the key can be filled again. Any length is
-   * honoured: `'30d'` means 30 days, also past the 24.8-day limit of a single timer.
+   * of kind `'timeout'`, the fill's signal aborts, and the key can be filled again. A caller that
+   * joins a fill already in flight (started with a longer limit, or none) waits at most this long
+   * from then on: it alone gets kind `'timeout'` and leaves, and the fill goes on for the others
+   * (it is aborted only once every caller has left). Any length is honoured: `'30d'` means 30
+   * days, also past the 24.8-day limit of a single timer.
    * @default undefined (no limit)
    */
   fillTimeout?: Duration | undefined;

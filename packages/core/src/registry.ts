@@ -1,6 +1,9 @@
 import type { Cache, CacheEntry } from './cache.js';
 import type { Flight } from './flight.js';
+import { STATE_KEY as STATE, shared } from './shared.js';
 import { countersFor, type StampedeStats } from './stats.js';
+
+export { STATE };
 
 /** What the core keeps per cache instance: coalescing is per (cache instance, key). */
 export interface CacheState {
@@ -14,10 +17,10 @@ export interface CacheState {
   warnedNoLock: boolean;
 }
 
-// The state hangs off the cache object under a private symbol (one property load on the hit path);
-// a frozen cache object falls back to a WeakMap.
-export const STATE: unique symbol = Symbol('stampede.state');
-const frozenStates = new WeakMap<Cache, CacheState>();
+// The state hangs off the cache object under a symbol (one property load on the hit path); a frozen
+// cache object falls back to a WeakMap. Both are shared by every copy of the core loaded in this
+// process (see shared.ts), so a cache used through the ESM and the CommonJS build has one registry.
+const frozenStates = shared.frozenStates;
 
 export type Stateful = Cache & { [STATE]?: CacheState };
 

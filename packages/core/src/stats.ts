@@ -1,13 +1,21 @@
 import { type BackendOperation, emit, hasListeners } from './events.js';
+import { shared } from './shared.js';
 
 /**
- * Process-wide counters. Every `getOrCompute` call that passes argument checks counts once as a
- * `hit`, `staleHit` or `miss`. Each miss either joins a fill already in flight (`coalescedWaits`) or
- * starts one; each started fill (and each background refresh) either runs the fill function
- * (`fills`) or gets its value from another replica through the lock (`lockWaitHits`), unless every
- * caller abandons it first. So, when nothing is abandoned:
+ * Process-wide counters. Once no fill is still in its lock protocol, they obey, whatever the mix of
+ * hits, aborts, timeouts, refreshes and locks:
  *
- * `fills + lockWaitHits === misses - coalescedWaits + backgroundRefreshes`
+ * 1. Every `getOrCompute`/`getOrComputeWith` call that passes its argument checks counts once in
+ *    exactly one of `hits`, `staleHits`, `misses` and `abortedReads`.
+ * 2. Every miss joins a fill already in flight (`coalescedWaits`) or starts one, so
+ *    `misses - coalescedWaits` is the number of fills started in the foreground.
+ * 3. Every started fill, foreground or background refresh, ends its lock protocol in exactly one of
+ *    `fills` (the fill function ran), `lockWaitHits` (another replica's value) and `fillsCancelled`
+ *    (given up before the fill function ran):
+ *    `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled`.
+ * 4. A started fill fails at most once: `fillFailures + fillTimeouts <= fills + fillsCancelled`, and
+ *    `backgroundRefreshFailures <= backgroundRefreshes`.
+ * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -16,12 +24,19 @@ export interface StampedeStats {
   staleHits: number;
   /** Calls that found no fresh (or servable stale) value. */
   misses: number;
+  /** Calls whose signal aborted before their read answered: neither hits nor misses. */
+  abortedReads: number;
   /** Times a fill function ran (foreground and background). */
   fills: number;
   /** Fills that threw or rejected. */
   fillFailures: number;
   /** Fills that did not settle within `fillTimeout`. */
   fillTimeouts: number;
+  /**
+   * Fills given up before the fill function ran: every caller left, or `fillTimeout` passed, while
+   * the distributed lock protocol was still running (only with `distributedFillLock`).
+   */
+  fillsCancelled: number;
   /** Misses that awaited a fill already in flight in this process instead of starting one. */
   coalescedWaits: number;
   /** Stale-while-revalidate refreshes started. */
@@ -34,7 +49,10 @@ export interface StampedeStats {
   lockAcquired: number;
   /** Lock attempts that found another holder (counted once per wait). */
   lockContended: number;
-  /** Waits that ended with another replica's value. */
+  /**
+   * Fills answered with another replica's value through the lock instead of running: found while
+   * waiting for the lock, or by the lock winner's double-check read.
+   */
   lockWaitHits: number;
   /** Waits that gave up after `lockWaitTimeout` and filled locally. */
   lockWaitTimeouts: number;
@@ -47,9 +65,11 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'hits',
   'staleHits',
   'misses',
+  'abortedReads',
   'fills',
   'fillFailures',
   'fillTimeouts',
+  'fillsCancelled',
   'coalescedWaits',
   'backgroundRefreshes',
   'backgroundRefreshFailures',
@@ -66,9 +86,11 @@ function zero(): StampedeStats {
     hits: 0,
     staleHits: 0,
     misses: 0,
+    abortedReads: 0,
     fills: 0,
     fillFailures: 0,
     fillTimeouts: 0,
+    fillsCancelled: 0,
     coalescedWaits: 0,
     backgroundRefreshes: 0,
     backgroundRefreshFailures: 0,
@@ -81,7 +103,8 @@ function zero(): StampedeStats {
   };
 }
 
-const byName = new Map<string, StampedeStats>();
+// Shared by every copy of the core loaded in this process (see shared.ts).
+const byName = shared.counters;
 
 /** The live counters of the caches named `name` (created on first use). */
 export function countersFor(name: string): StampedeStats {
@@ -89,6 +112,9 @@ export function countersFor(name: string): StampedeStats {
   if (counters === undefined) {
     counters = zero();
     byName.set(name, counters);
+  } else {
+    // Created by another copy of the core that may predate a counter this copy knows.
+    for (const stat of STAT_NAMES) counters[stat] ??= 0;
   }
   return counters;
 }
@@ -97,7 +123,7 @@ export function countersFor(name: string): StampedeStats {
 export function stats(): StampedeStats {
   const total = zero();
   for (const counters of byName.values()) {
-    for (const stat of STAT_NAMES) total[stat] += counters[stat];
+    for (const stat of STAT_NAMES) total[stat] += counters[stat] ?? 0;
   }
   return total;
 }

@@ -1,12 +1,15 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const src = join(import.meta.dirname, '..', 'src');
+const dist = join(import.meta.dirname, '..', 'dist');
+// The entry for the `node` export condition (AsyncLocalStorage); nothing else may import it.
+const NODE_ENTRY = 'node.ts';
 
 describe('@stampede/core runs on edge runtimes', () => {
   it('imports nothing from node: and no Node globals (process, Buffer, require)', () => {
-    const files = readdirSync(src).filter((f) => f.endsWith('.ts'));
+    const files = readdirSync(src).filter((f) => f.endsWith('.ts') && f !== NODE_ENTRY);
     expect(files.length).toBeGreaterThan(5);
     for (const file of files) {
       const text = readFileSync(join(src, file), 'utf8')
@@ -15,7 +18,27 @@ describe('@stampede/core runs on edge runtimes', () => {
       expect(text, file).not.toMatch(/from ['"]node:/);
       expect(text, file).not.toMatch(/\bimport\(['"]node:/);
       expect(text, file).not.toMatch(/\b(process|Buffer|require|__dirname)\s*[.(]/);
+      expect(text, file).not.toMatch(/from ['"]\.\/node\.js['"]/);
     }
+  });
+
+  it('the default build (what edge bundlers resolve) loads nothing from node:', () => {
+    // The import/require conditions without `node`: index.js (and the chunks it imports), index.cjs.
+    expect(existsSync(join(dist, 'index.js')), 'run the build first').toBe(true);
+    const manifest = JSON.parse(readFileSync(join(src, '..', 'package.json'), 'utf8'));
+    expect(manifest.exports['.'].import.default).toBe('./dist/index.js');
+    expect(manifest.exports['.'].require.default).toBe('./dist/index.cjs');
+    const seen = new Set<string>();
+    const visit = (file: string): void => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      const text = readFileSync(join(dist, file), 'utf8');
+      expect(text, file).not.toMatch(/["']node:|require\(["'](async_hooks|fs|path|crypto)["']\)/);
+      for (const match of text.matchAll(/from ["']\.\/([^"']+)["']/g)) visit(match[1] as string);
+    };
+    visit('index.js');
+    visit('index.cjs');
+    expect(seen.size).toBeGreaterThan(2);
   });
 
   it('has no runtime dependencies', () => {

@@ -14,6 +14,8 @@ export class Backend {
   readonly entries = new Map<string, { entry: CacheEntry; expiresAt: number }>();
   readonly locks = new Map<string, { token: number; expiresAt: number }>();
   readonly listeners = new Map<string, Set<(outcome: FillOutcome) => void>>();
+  /** When each key was last deleted: a fill that started earlier must not bring it back. */
+  readonly deletedAt = new Map<string, number>();
   private nextToken = 1;
 
   read(key: string): CacheEntry | undefined {
@@ -29,10 +31,16 @@ export class Backend {
   write(key: string, entry: CacheEntry, ttl: number | undefined): void {
     const existing = this.read(key);
     if (existing !== undefined && existing.createdAt > entry.createdAt) return;
+    if (entry.createdAt < (this.deletedAt.get(key) ?? Number.NEGATIVE_INFINITY)) return;
     this.entries.set(key, {
       entry,
       expiresAt: ttl === undefined ? Number.POSITIVE_INFINITY : Date.now() + ttl,
     });
+  }
+
+  delete(key: string): void {
+    this.entries.delete(key);
+    this.deletedAt.set(key, Date.now());
   }
 
   lock(key: string, ttl: number): number | undefined {
@@ -53,6 +61,8 @@ export interface TestCacheOptions {
   name?: string;
   /** Answer with promises instead of values. */
   async?: boolean;
+  /** Answer reads after this many ms (a timer), like a remote store. */
+  readDelay?: number;
   /** Offer tryAcquireFillLock. */
   lock?: boolean;
   /** Offer onFillDone (push wake-up). */
@@ -71,7 +81,11 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
     backend,
     get(key: string) {
       calls.get++;
-      return answer(backend.read(key));
+      const delay = options.readDelay;
+      if (delay === undefined) return answer(backend.read(key));
+      return new Promise<CacheEntry | undefined>((resolve) =>
+        setTimeout(() => resolve(backend.read(key)), delay),
+      );
     },
     set(key: string, entry: CacheEntry, { ttl }: CacheSetOptions) {
       calls.set++;
@@ -80,7 +94,7 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
     },
     delete(key: string) {
       calls.delete++;
-      backend.entries.delete(key);
+      backend.delete(key);
       return answer(undefined);
     },
   };

@@ -6,9 +6,12 @@ const HELP: Record<keyof StampedeStats, string> = {
   hits: 'Fresh values served.',
   staleHits: 'Stale values served at once inside the stale-while-revalidate grace.',
   misses: 'Calls that found no fresh (or servable stale) value.',
+  abortedReads: 'Calls whose signal aborted before their read answered (neither hits nor misses).',
   fills: 'Times a fill function ran (foreground and background).',
   fillFailures: 'Fills that threw or rejected.',
   fillTimeouts: 'Fills that did not settle within fillTimeout.',
+  fillsCancelled:
+    'Fills given up before the fill function ran (every caller left, or fillTimeout passed, during the lock wait).',
   coalescedWaits: 'Misses that awaited a fill already in flight in this process instead of starting one.',
   backgroundRefreshes: 'Stale-while-revalidate refreshes started.',
   backgroundRefreshFailures: 'Background refreshes that failed (the stale value was kept).',
@@ -16,7 +19,8 @@ const HELP: Record<keyof StampedeStats, string> = {
     'Stale reads that did not start a refresh because the process-wide cap was reached.',
   lockAcquired: 'Distributed fill locks taken.',
   lockContended: 'Lock attempts that found another holder (counted once per wait).',
-  lockWaitHits: "Lock waits that ended with another replica's value.",
+  lockWaitHits:
+    "Fills answered with another replica's value through the lock (while waiting, or by the winner's double-check read).",
   lockWaitTimeouts: 'Lock waits that gave up after lockWaitTimeout and filled locally.',
   backendErrors: 'Backend calls that failed or timed out (reads, writes, locks, decoding).',
 };

@@ -1,0 +1,85 @@
+import type { StampedeListener } from './events.js';
+import type { Flight } from './flight.js';
+import type { CacheState } from './registry.js';
+import type { StampedeStats } from './stats.js';
+
+/** What a fill's async context carries: the fill it belongs to and the fill that started it. */
+export interface FillFrame {
+  /** The flight whose fill function is running in this context. */
+  readonly flight: Flight;
+  /** The frame of the fill that started this one in the foreground, if any. */
+  readonly parent: FillFrame | undefined;
+  /** Set once the fill function has settled: from then on nothing can be waiting on it. */
+  done: boolean;
+}
+
+/** The part of `AsyncLocalStorage` the core uses (Node, Bun, Deno and workerd's `node:async_hooks`). */
+export interface AsyncContextStorage {
+  run<R>(store: FillFrame, callback: () => R): R;
+  getStore(): FillFrame | undefined;
+  /** Stops tracking while no fill runs (Node pays a cost on every promise while tracking). */
+  disable?(): void;
+}
+
+/** The async context in which fills run, when the runtime offers one. */
+export interface FillTracking {
+  readonly storage: AsyncContextStorage;
+  /** Fill functions that have not settled yet; the storage is disabled when this drops to 0. */
+  running: number;
+}
+
+/**
+ * Everything the core keeps process-wide. It lives on `globalThis` under a `Symbol.for` key, not in
+ * module variables, because one process can load the core more than once: through `import` and
+ * `require` (an ESM app with a CommonJS dependency that also uses stampede), or as two installed
+ * copies of the same major version. Each copy then has its own modules, but they must share one
+ * single-flight registry, one set of counters, one list of listeners and one refresh cap, or one key
+ * gets two fills and the stats tell half the story.
+ *
+ * The version in the key is the layout of this object, of the per-cache state and of flights. A
+ * change that an older copy could not read bumps it (copies with different layouts then keep apart);
+ * adding a field does not, and every copy creates a field it needs but does not find.
+ */
+export interface Shared {
+  readonly version: 1;
+  /** Counters by cache name (`stats.ts`). */
+  readonly counters: Map<string, StampedeStats>;
+  /** Event listeners (`events.ts`); a copy-on-emit array. */
+  readonly listeners: StampedeListener[];
+  /** The process-wide cap on background refreshes and how many run now (`background.ts`). */
+  readonly refresh: { max: number; active: number };
+  /** Per-cache state of caches that are frozen (others carry it themselves, `registry.ts`). */
+  readonly frozenStates: WeakMap<object, CacheState>;
+  /** The fill context, set by the entry point of runtimes that have `AsyncLocalStorage`. */
+  fills: FillTracking | undefined;
+}
+
+const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');
+
+/** The symbol under which each cache object carries its state, shared by every copy of the core. */
+export const STATE_KEY: unique symbol = Symbol.for('@stampede/core/state/v1');
+
+function create(): Shared {
+  return {
+    version: 1,
+    counters: new Map(),
+    listeners: [],
+    refresh: { max: 64, active: 0 },
+    frozenStates: new WeakMap(),
+    fills: undefined,
+  };
+}
+
+function load(): Shared {
+  const holder = globalThis as { [SHARED_KEY]?: Shared };
+  const found = holder[SHARED_KEY];
+  if (found !== undefined) return found;
+  const shared = create();
+  // Not writable or enumerable: nothing should replace it, and it should not show up in the global
+  // object's listings.
+  Object.defineProperty(holder, SHARED_KEY, { value: shared, enumerable: false, writable: false });
+  return shared;
+}
+
+/** The process-wide state, created by the first copy of the core that loads. */
+export const shared: Shared = load();
