@@ -68,7 +68,7 @@ export function getOrCompute<T>(
     const freshUntil = read.freshUntil;
     if (freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
       state.counters.hits++;
-      return Promise.resolve(read.value as T);
+      return settledPromise(read) as Promise<T>;
     }
   }
   const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
@@ -77,6 +77,21 @@ export function getOrCompute<T>(
   return shareRead(state, key, read).then((entry) =>
     afterRead(state, key, entry, options, fill as FillFn),
   ) as Promise<T>;
+}
+
+// A hit hands out a promise already resolved with the entry's value, made once per entry and kept
+// on it (a non-enumerable symbol property): every later hit of that entry returns the same promise,
+// which costs less than a new one, and awaiting a native promise allocates nothing more.
+const SETTLED: unique symbol = Symbol('stampede.settled');
+
+function settledPromise(entry: CacheEntry): Promise<unknown> {
+  const known = (entry as CacheEntry & { [SETTLED]?: Promise<unknown> })[SETTLED];
+  if (known !== undefined) return known;
+  const promise = Promise.resolve(entry.value);
+  if (Object.isExtensible(entry)) {
+    Object.defineProperty(entry, SETTLED, { value: promise, enumerable: false, writable: false });
+  }
+  return promise;
 }
 
 // The last string ttl that parsed: a call with the same literal skips the parser.
@@ -213,7 +228,7 @@ function afterRead(
     const now = Date.now();
     if (now < entry.freshUntil) {
       counters.hits++;
-      return Promise.resolve(entry.value);
+      return settledPromise(entry);
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
