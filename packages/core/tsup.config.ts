@@ -2,8 +2,9 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig({
   // index: the runtime-neutral entry (edge runtimes); node: the same API plus AsyncLocalStorage, for
-  // runtimes that resolve the `node` export condition.
-  entry: ['src/index.ts', 'src/node.ts'],
+  // runtimes that resolve the `node` export condition; adapter: `@stampede/core/adapter`, for adapter
+  // authors (one build for every runtime: it holds no fill context).
+  entry: ['src/index.ts', 'src/node.ts', 'src/adapter.ts'],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

@@ -1,12 +1,11 @@
 import {
   type BackendErrorEvent,
-  decodeEnvelope,
-  encodeEnvelope,
   getOrCompute,
   getOrComputeWith,
   onStampedeEvent,
   statsByCache,
 } from '@stampede/core';
+import { decodeEnvelope, encodeEnvelope } from '@stampede/core/adapter';
 import { createRedisCache, type RedisCache, redisKeys } from '@stampede/redis';
 import { randomPrefix, testRedis } from '@stampede/test-support';
 import fc from 'fast-check';

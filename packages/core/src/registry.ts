@@ -72,7 +72,15 @@ function createState(cache: Cache): CacheState {
   return state;
 }
 
-/** How many fills are in flight for `cache` in this process (0 once every caller has settled). */
+/**
+ * How many fills are in flight for `cache` in this process (0 once every caller has settled). A
+ * diagnostic, exported by the main entry for tests and health checks ("no fill is left running after
+ * shutdown"); the core's behaviour never depends on anyone reading it.
+ *
+ * @example
+ * await Promise.all(requests);
+ * expect(inFlightCount(cache)).toBe(0);
+ */
 export function inFlightCount(cache: Cache): number {
   if (typeof cache !== 'object' || cache === null) return 0;
   return ((cache as Stateful)[STATE] ?? frozenStates.get(cache))?.flights.size ?? 0;

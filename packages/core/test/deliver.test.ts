@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { roundTripValue } from '../src/adapter.js';
 import {
   type Cache,
   type CacheEntry,
@@ -8,7 +9,6 @@ import {
   inFlightCount,
   invalidate,
   resetStats,
-  roundTripValue,
   stats,
 } from '../src/index.js';
 import { deferred, flush, settle, testCache } from './helpers.js';

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { buildIfStale } from '@stampede/test-support';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ADAPTER_ENTRY, MAIN_ENTRY } from './entry-lists.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const fixture = fileURLToPath(new URL('./fixtures/dual-package.mjs', import.meta.url));
@@ -12,7 +13,7 @@ beforeAll(() => {
 });
 
 describe('one registry per process, however the core is loaded', () => {
-  it('import and require (node and default builds) share the registry, stats, listeners, cap and fill context', () => {
+  it('import and require (node and default builds, and the adapter subpath) share the registry, stats, listeners, cap and fill context', () => {
     const report = JSON.parse(
       execFileSync(process.execPath, [fixture], { encoding: 'utf8', timeout: 30_000 }),
     );
@@ -26,5 +27,11 @@ describe('one registry per process, however the core is loaded', () => {
     expect(report.refresh).toEqual(Array(4).fill({ backgroundRefreshes: 1, backgroundRefreshesSkipped: 1 }));
     expect(report.selfCall).toBe('fill: TypeError');
     expect(report.crossCopyErrorGuard).toBe(true);
+    // The built entries export exactly their allow-lists, whichever way they are loaded.
+    for (const keys of Object.values(report.keys.main)) expect(keys).toEqual([...MAIN_ENTRY].sort());
+    expect(Object.keys(report.keys.adapter)).toHaveLength(2);
+    for (const keys of Object.values(report.keys.adapter)) expect(keys).toEqual([...ADAPTER_ENTRY].sort());
+    // `@stampede/core/adapter` (ESM and CommonJS) shares the main entry's counters and listeners.
+    expect(report.adapterFaults).toEqual({ heard: ['get', 'publish'], counted: [2, 2, 2, 2], byCache: 2 });
   });
 });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { jitteredTtl, toMilliseconds } from '../src/index.js';
+import { toMilliseconds } from '../src/adapter.js';
+import { jitteredTtl } from '../src/index.js';
 
 describe('Duration', () => {
   it.each([

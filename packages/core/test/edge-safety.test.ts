@@ -22,12 +22,15 @@ describe('@stampede/core runs on edge runtimes', () => {
     }
   });
 
-  it('the default build (what edge bundlers resolve) loads nothing from node:', () => {
+  it('the default build and the adapter subpath (what edge bundlers resolve) load nothing from node:', () => {
     // The import/require conditions without `node`: index.js (and the chunks it imports), index.cjs.
     expect(existsSync(join(dist, 'index.js')), 'run the build first').toBe(true);
     const manifest = JSON.parse(readFileSync(join(src, '..', 'package.json'), 'utf8'));
     expect(manifest.exports['.'].import.default).toBe('./dist/index.js');
     expect(manifest.exports['.'].require.default).toBe('./dist/index.cjs');
+    // The adapter subpath has one build for every runtime, so it must be edge-safe as well.
+    expect(manifest.exports['./adapter'].import.default).toBe('./dist/adapter.js');
+    expect(manifest.exports['./adapter'].require.default).toBe('./dist/adapter.cjs');
     const seen = new Set<string>();
     const visit = (file: string): void => {
       if (seen.has(file)) return;
@@ -38,6 +41,8 @@ describe('@stampede/core runs on edge runtimes', () => {
     };
     visit('index.js');
     visit('index.cjs');
+    visit('adapter.js');
+    visit('adapter.cjs');
     expect(seen.size).toBeGreaterThan(2);
   });
 

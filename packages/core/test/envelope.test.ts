@@ -10,7 +10,7 @@ import {
   roundTripValue,
   type Serializer,
   toSerializer,
-} from '../src/index.js';
+} from '../src/adapter.js';
 
 const entryArb = fc.record({
   value: fc.jsonValue().filter((v) => v !== undefined),

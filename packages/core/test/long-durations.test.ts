@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { getOrCompute, getOrComputeWith, isCacheFillError, raceTimeout, resetStats } from '../src/index.js';
+import { raceTimeout } from '../src/adapter.js';
+import { getOrCompute, getOrComputeWith, isCacheFillError, resetStats } from '../src/index.js';
 import { setLongTimeout, TIMER_MAX_MS } from '../src/timers.js';
 import { Backend, deferred, settle, testCache } from './helpers.js';
 

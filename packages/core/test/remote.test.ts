@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { checkRemotePrefix, raceTimeout, remoteKeys } from '../src/index.js';
+import { checkRemotePrefix, raceTimeout, remoteKeys } from '../src/adapter.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -48,7 +48,7 @@ describe('the shared remote layout', () => {
 
 describe('stored values and write arguments', () => {
   it('reads nothing and tombstones as misses, and encodes entries for the write guard', async () => {
-    const { decodeStored, tombstone, writeGuardArgs, encodeEnvelope } = await import('../src/index.js');
+    const { decodeStored, tombstone, writeGuardArgs, encodeEnvelope } = await import('../src/adapter.js');
     const entry = { value: { n: 1 }, createdAt: 1_000.4, freshUntil: 2_000, staleUntil: 3_000 };
     expect(decodeStored(null)).toBeUndefined();
     expect(decodeStored(undefined)).toBeUndefined();
@@ -71,7 +71,7 @@ describe('remoteWriteArgs', () => {
   const entry = { value: 'v', createdAt: 10_000, freshUntil: 70_000, staleUntil: 80_000 };
 
   it('moves the times to the server clock and back, exactly', async () => {
-    const { decodeStored, remoteWriteArgs } = await import('../src/index.js');
+    const { decodeStored, remoteWriteArgs } = await import('../src/adapter.js');
     const args = remoteWriteArgs(entry, 70_000, { offset: 300_000, tombstoneTtl: 5_000, now: 10_000 });
     expect(args).toEqual({ text: 's1|310000|370000|380000|"v"', createdAt: '310000', px: '70000' });
     expect(decodeStored(args.text, undefined, 300_000)).toEqual(entry);
@@ -79,7 +79,7 @@ describe('remoteWriteArgs', () => {
   });
 
   it('is a removal (a tombstone at createdAt) for a ttl of 0 or an entry already past staleUntil', async () => {
-    const { remoteWriteArgs } = await import('../src/index.js');
+    const { remoteWriteArgs } = await import('../src/adapter.js');
     const removal = { text: '', createdAt: '10000', px: '5000' };
     expect(remoteWriteArgs(entry, 0, { tombstoneTtl: 5_000, now: 10_000 })).toEqual(removal);
     expect(remoteWriteArgs(entry, 70_000, { tombstoneTtl: 5_000, now: 80_000 })).toEqual(removal);
@@ -89,7 +89,7 @@ describe('remoteWriteArgs', () => {
   });
 
   it('stores a physical ttl beyond PX range without PX, and writes huge times as digits', async () => {
-    const { MAX_PX, pxArgument, remoteWriteArgs } = await import('../src/index.js');
+    const { MAX_PX, pxArgument, remoteWriteArgs } = await import('../src/adapter.js');
     const huge = { ...entry, freshUntil: 1e21, staleUntil: Number.MAX_VALUE };
     const args = remoteWriteArgs(huge, 1e21, { tombstoneTtl: 5_000, now: 10_000 });
     expect(args.px).toBe('');
@@ -105,7 +105,7 @@ describe('remoteWriteArgs', () => {
 describe('createServerClock', () => {
   it('measures on first use, then answers synchronously and refreshes in the background', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/index.js');
+    const { createServerClock } = await import('../src/adapter.js');
     let serverAhead = 300_000;
     const read = vi.fn(async () => Date.now() + serverAhead);
     const clock = createServerClock(read, { refreshInterval: 10_000 });
@@ -129,7 +129,7 @@ describe('createServerClock', () => {
 
   it('keeps its estimate while measurements allow it, and moves it when one proves it wrong', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/index.js');
+    const { createServerClock } = await import('../src/adapter.js');
     let answer = (): number => Date.now() + 5_000;
     let roundTrip = 40;
     const clock = createServerClock(
@@ -164,7 +164,7 @@ describe('createServerClock', () => {
 
   it('uses this clock (0) when the first measurement fails, and tries again later', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/index.js');
+    const { createServerClock } = await import('../src/adapter.js');
     let fail = true;
     const read = vi.fn(async () => {
       if (fail) throw new Error('down');

@@ -1,4 +1,5 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
+import { shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
 
 /** Options of {@link createMemoryCache}. */
@@ -99,8 +100,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     },
     set(key: string, entry: CacheEntry, { ttl }: CacheSetOptions): void {
       if (deletedAfter(key, entry.createdAt)) return;
-      const existing = lru.peek(key);
-      if (existing !== undefined && existing.createdAt > entry.createdAt) return;
+      if (!shouldReplace(lru.peek(key), entry)) return;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
       // ttl 0) wants the next read to see, and that is a miss.
       if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now())) lru.delete(key);

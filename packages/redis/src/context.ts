@@ -1,4 +1,4 @@
-import { reportBackendError } from '@stampede/core';
+import { reportBackendError } from '@stampede/core/adapter';
 import type { RedisClient } from './scripts.js';
 import { withTimeout } from './timeout.js';
 

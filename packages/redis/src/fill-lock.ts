@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type FillLock, type FillOutcome, pxArgument } from '@stampede/core';
+import { type FillLock, type FillOutcome, pxArgument } from '@stampede/core/adapter';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
 import { EXTEND_SCRIPT, RELEASE_SCRIPT, runScript } from './scripts.js';

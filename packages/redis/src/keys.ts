@@ -1,6 +1,6 @@
-import { type RemoteKeys, remoteKeys } from '@stampede/core';
+import { type RemoteKeys, remoteKeys } from '@stampede/core/adapter';
 
-export { checkRemotePrefix as checkPrefix } from '@stampede/core';
+export { checkRemotePrefix as checkPrefix } from '@stampede/core/adapter';
 
 /** The Redis names one cache key maps to (the layout every stampede Redis-protocol adapter shares). */
 export type RedisKeys = RemoteKeys;

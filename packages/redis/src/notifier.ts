@@ -1,4 +1,4 @@
-import type { FillOutcome } from '@stampede/core';
+import type { FillOutcome } from '@stampede/core/adapter';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
 import type { RedisClient } from './scripts.js';

@@ -15,7 +15,7 @@ import {
   toPositiveMilliseconds,
   toSerializer,
   type WriteGuardArgs,
-} from '@stampede/core';
+} from '@stampede/core/adapter';
 import type { Cluster, Redis } from 'ioredis';
 import { createContext } from './context.js';
 import { RedisCacheError } from './errors.js';

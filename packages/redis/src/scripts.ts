@@ -5,7 +5,7 @@ import {
   RELEASE_LOCK_LUA,
   SERVER_TIME_LUA,
   WRITE_GUARD_LUA,
-} from '@stampede/core';
+} from '@stampede/core/adapter';
 import type { Cluster, Redis } from 'ioredis';
 
 /** A client `createRedisCache` accepts: a standalone `Redis` or a `Cluster`. */

@@ -1,4 +1,4 @@
-import { raceTimeout } from '@stampede/core';
+import { raceTimeout } from '@stampede/core/adapter';
 import { RedisCacheError } from './errors.js';
 
 /**

@@ -6,9 +6,9 @@ import {
   getValue,
   inFlightCount,
   onStampedeEvent,
-  type SerializerOption,
   setValue,
 } from '@stampede/core';
+import type { SerializerOption } from '@stampede/core/adapter';
 import {
   describeValue,
   NOT_STORABLE,

@@ -1,4 +1,4 @@
-import { type FillLock, type FillOutcome, pxArgument } from '@stampede/core';
+import { type FillLock, type FillOutcome, pxArgument } from '@stampede/core/adapter';
 import type { UpstashClient } from './client.js';
 import { upstashKeys } from './keys.js';
 import { callUpstash, keepAlive, type OperationContext } from './operation.js';

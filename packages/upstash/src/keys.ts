@@ -1,4 +1,4 @@
-import { type RemoteKeys, remoteKeys } from '@stampede/core';
+import { type RemoteKeys, remoteKeys } from '@stampede/core/adapter';
 
 /** The Redis names one cache key maps to: the layout `@stampede/redis` uses too. */
 export type UpstashKeys = RemoteKeys;

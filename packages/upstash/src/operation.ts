@@ -1,4 +1,4 @@
-import { type BackendOperation, raceTimeout, reportBackendError } from '@stampede/core';
+import { type BackendOperation, raceTimeout, reportBackendError } from '@stampede/core/adapter';
 import { UpstashCacheError } from './errors.js';
 
 /** What every request of one cache shares: its name (for reports), its time limit, `waitUntil`. */

@@ -4,7 +4,7 @@ import {
   RELEASE_LOCK_LUA,
   SERVER_TIME_LUA,
   WRITE_GUARD_LUA,
-} from '@stampede/core';
+} from '@stampede/core/adapter';
 import type { UpstashClient } from './client.js';
 import { sha1 } from './web-crypto.js';
 

@@ -14,7 +14,7 @@ import {
   toPositiveMilliseconds,
   toSerializer,
   type WriteGuardArgs,
-} from '@stampede/core';
+} from '@stampede/core/adapter';
 import { assertUpstashClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
 import { acquireFillLock } from './fill-lock.js';

@@ -5,9 +5,9 @@ import {
   getValue,
   inFlightCount,
   onStampedeEvent,
-  type SerializerOption,
   setValue,
 } from '@stampede/core';
+import type { SerializerOption } from '@stampede/core/adapter';
 import { describeValue, NOT_STORABLE, SERIALIZER_TABLE } from '@stampede/test-support';
 import * as devalue from 'devalue';
 import superjson from 'superjson';

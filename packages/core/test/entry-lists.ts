@@ -1,0 +1,60 @@
+// The names each entry of @stampede/core exports at runtime (types are not listed: they vanish in
+// the build). Shared by entry-points.test.ts (source) and dual-package.test.ts (the built package).
+
+/** `@stampede/core` (both its `node` and its runtime-neutral build): the users' API. */
+export const MAIN_ENTRY: readonly string[] = [
+  'CACHE_FILL_ERROR_CODE',
+  'CacheFillError',
+  'STAT_NAMES',
+  'configure',
+  'getOrCompute',
+  'getOrComputeWith',
+  'getValue',
+  'inFlightCount',
+  'invalidate',
+  'isCacheFillError',
+  'jitteredTtl',
+  'onStampedeEvent',
+  'resetStats',
+  'setValue',
+  'stats',
+  'statsByCache',
+];
+
+/** `@stampede/core/adapter`: what adapter authors need. */
+export const ADAPTER_ENTRY: readonly string[] = [
+  // duration helpers
+  'toMilliseconds',
+  'toPositiveMilliseconds',
+  // envelope and serializers
+  'ENVELOPE_VERSION',
+  'decodeEnvelope',
+  'encodeEnvelope',
+  'integerText',
+  'jsonSerializer',
+  'parseValue',
+  'roundTripValue',
+  'stringifyValue',
+  'toSerializer',
+  // the never-older rule, errors and backend faults
+  'messageOf',
+  'reportBackendError',
+  'shouldReplace',
+  // the Redis-protocol layout (to move to a package of its own)
+  'DELETE_LUA',
+  'EXTEND_LOCK_LUA',
+  'MAX_PX',
+  'RELEASE_LOCK_LUA',
+  'SERVER_TIME_LUA',
+  'TOMBSTONE_PREFIX',
+  'WRITE_GUARD_LUA',
+  'checkRemotePrefix',
+  'createServerClock',
+  'decodeStored',
+  'pxArgument',
+  'raceTimeout',
+  'remoteKeys',
+  'remoteWriteArgs',
+  'tombstone',
+  'writeGuardArgs',
+];
