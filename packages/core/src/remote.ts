@@ -263,6 +263,10 @@ export interface ServerClock {
   current(): number | Promise<number>;
 }
 
+// An estimate proven only within more than this many ms is re-measured every UNCERTAIN_RETRY_MS.
+const UNCERTAIN_MS = 10;
+const UNCERTAIN_RETRY_MS = 250;
+
 // How fast two unsynchronised quartz clocks may drift apart: 100 ppm, twice the usual tolerance.
 const DRIFT_PER_MS = 1e-4;
 
@@ -336,7 +340,10 @@ export function createServerClock(
     current() {
       const now = Date.now();
       if (offset !== undefined) {
-        if (now - lastStart >= refreshInterval) void measure();
+        // While what is proven is wider than a few ms (the measuring round trip was slow: a loaded
+        // machine, a cold connection), measure again soon: one fast round trip narrows it.
+        const interval = high - low > UNCERTAIN_MS ? Math.min(refreshInterval, UNCERTAIN_RETRY_MS) : refreshInterval;
+        if (now - lastStart >= interval) void measure();
         return offset;
       }
       if (now - lastFailure < retryAfter) return 0;

@@ -162,6 +162,36 @@ describe('createServerClock', () => {
     expect(clock.offset).toBe(64_998);
   });
 
+  it('measures again within 250 ms while a slow first round trip leaves it uncertain', async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const { createServerClock } = await import('../src/adapter.js');
+    let roundTrip = 200;
+    const read = vi.fn(async () => {
+      const server = Date.now() + 1_000;
+      await new Promise((resolve) => setTimeout(resolve, roundTrip));
+      return server;
+    });
+    const clock = createServerClock(read, { refreshInterval: 10_000 });
+    const first = clock.current();
+    await vi.advanceTimersByTimeAsync(200);
+    // A 200 ms round trip proves only [799, 1001]: the estimate is its middle, 100 ms off.
+    expect(await first).toBe(900);
+    vi.advanceTimersByTime(249);
+    clock.current();
+    expect(read).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(1);
+    roundTrip = 2;
+    clock.current();
+    expect(read).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(2);
+    // [997, 1001] excludes 900: the estimate moves to the middle of what is proven.
+    expect(clock.offset).toBe(999);
+    // Now certain within a few ms: back to the normal refresh interval.
+    vi.advanceTimersByTime(5_000);
+    clock.current();
+    expect(read).toHaveBeenCalledTimes(2);
+  });
+
   it('uses this clock (0) when the first measurement fails, and tries again later', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { createServerClock } = await import('../src/adapter.js');
