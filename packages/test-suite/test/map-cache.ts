@@ -1,22 +1,26 @@
 import type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome } from '@stampede/core';
 
-/** Options of {@link createMapCache}. */
-export interface MapCacheOptions {
-  /**
-   * The shared store. Two caches given the same store act as two replicas of one backend.
-   * @default a new store
-   */
-  store?: MapStore;
-  /** @default 'map' */
-  name?: string;
-}
-
-/** What a Map cache keeps: entries, deletion times, locks and fill-done listeners. */
+/** What a Map cache keeps. Two caches on one store behave as two replicas of one backend. */
 export interface MapStore {
   entries: Map<string, { entry: CacheEntry; expiresAt: number }>;
+  /** When each key was last deleted: a fill that started earlier must not write it back. */
   deletedAt: Map<string, number>;
   locks: Map<string, { token: symbol; expiresAt: number }>;
   listeners: Map<string, Set<(outcome: FillOutcome) => void>>;
+}
+
+/** Options of {@link createMapCache}. */
+export interface MapCacheOptions {
+  /**
+   * The backend. Caches given the same store share entries, locks and fill-done listeners.
+   * @default a new store
+   */
+  store?: MapStore;
+  /**
+   * The cache's name in stats and metrics.
+   * @default 'map'
+   */
+  name?: string;
 }
 
 /** A new, empty store for {@link createMapCache}. */
@@ -24,10 +28,9 @@ export function createMapStore(): MapStore {
   return { entries: new Map(), deletedAt: new Map(), locks: new Map(), listeners: new Map() };
 }
 
-/** A stampede `Cache` on a plain `Map`, with a fill lock and push wake-up inside one process. */
+/** A stampede `Cache` on plain `Map`s, with a fill lock (and `extend`) and push wake-up. */
 export function createMapCache(options: MapCacheOptions = {}): Cache {
-  const store = options.store ?? createMapStore();
-  const { entries, deletedAt, locks, listeners } = store;
+  const { entries, deletedAt, locks, listeners } = options.store ?? createMapStore();
 
   const read = (key: string) => {
     const stored = entries.get(key);
@@ -37,7 +40,7 @@ export function createMapCache(options: MapCacheOptions = {}): Cache {
     }
     return stored;
   };
-  const heldBy = (key: string, token: symbol): boolean => {
+  const holds = (key: string, token: symbol): boolean => {
     const lock = locks.get(key);
     return lock !== undefined && lock.token === token && lock.expiresAt > Date.now();
   };
@@ -48,7 +51,8 @@ export function createMapCache(options: MapCacheOptions = {}): Cache {
       return read(key)?.entry;
     },
     set(key: string, entry: CacheEntry, { ttl }: CacheSetOptions) {
-      // A fill that started before the last delete must not bring the key back.
+      // A fill that started before the last delete must not bring the key back. A write in the
+      // same millisecond as the delete is let through: `invalidate` then `setValue` must store.
       const deleted = deletedAt.get(key);
       if (deleted !== undefined && entry.createdAt < deleted) return;
       // Never older: a newer entry stays.
@@ -56,7 +60,8 @@ export function createMapCache(options: MapCacheOptions = {}): Cache {
       if (existing !== undefined && existing.entry.createdAt > entry.createdAt) return;
       const now = Date.now();
       if ((ttl !== undefined && ttl <= 0) || entry.staleUntil <= now) {
-        entries.delete(key); // Already expired: the key reads as a miss.
+        // Already expired: not stored, but the key must read as a miss from now on.
+        entries.delete(key);
         return;
       }
       entries.set(key, { entry, expiresAt: ttl === undefined ? Number.POSITIVE_INFINITY : now + ttl });
@@ -68,26 +73,34 @@ export function createMapCache(options: MapCacheOptions = {}): Cache {
     tryAcquireFillLock(key, ttl): FillLock | undefined {
       const current = locks.get(key);
       if (current !== undefined && current.expiresAt > Date.now()) return undefined;
-      const token = Symbol(key); // Only this handle can release or extend this grant.
+      // Only this grant's handle can release or extend it, even after it lapsed and was re-taken.
+      const token = Symbol(key);
       locks.set(key, { token, expiresAt: Date.now() + ttl });
       return {
         release(outcome) {
-          if (heldBy(key, token)) locks.delete(key);
-          for (const listener of [...(listeners.get(key) ?? [])]) listener(outcome);
+          if (holds(key, token)) locks.delete(key);
+          // The fill ended either way: waiters re-check the cache.
+          for (const listener of [...(listeners.get(key) ?? [])]) {
+            try {
+              listener(outcome);
+            } catch {
+              // One listener's fault must not keep the others waiting.
+            }
+          }
         },
         extend(next) {
-          if (!heldBy(key, token)) return false;
+          if (!holds(key, token)) return false;
           locks.set(key, { token, expiresAt: Date.now() + next });
           return true;
         },
       };
     },
     onFillDone(key, listener) {
-      const set = listeners.get(key) ?? new Set();
-      listeners.set(key, set);
-      set.add(listener);
+      const forKey = listeners.get(key) ?? new Set();
+      listeners.set(key, forKey);
+      forKey.add(listener);
       return () => {
-        set.delete(listener);
+        forKey.delete(listener);
       };
     },
   };
