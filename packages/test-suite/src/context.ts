@@ -18,6 +18,7 @@ export interface SuiteContext {
   until(check: () => boolean, limit?: number): Promise<boolean>;
 }
 
+/** The context of one `describeCacheConformance` run; `current` is the cache of the running test. */
 export function createContext(options: ConformanceOptions, current: () => Cache): SuiteContext {
   const wait = async (ms: number): Promise<void> => {
     if (options.clock === 'fake') await vi.advanceTimersByTimeAsync(ms);

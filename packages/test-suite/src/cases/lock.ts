@@ -5,6 +5,10 @@ import type { SuiteContext } from '../context.js';
 // A lock TTL short enough to wait out for real, and a wait that outlasts it on a loaded machine.
 const SHORT = 100;
 const PAST_SHORT = 350;
+// A first TTL long enough that the `extend` call itself lands before it (a remote round trip on a
+// loaded machine), and a wait that outlasts it.
+const BRIEF = 300;
+const PAST_BRIEF = 650;
 
 function acquire(cache: Cache, key: string, ttl: number): Promise<FillLock | undefined> {
   const tryAcquire = cache.tryAcquireFillLock;
@@ -64,9 +68,9 @@ export function lockCases(ctx: SuiteContext): void {
   it.skipIf(!lock || !extend)('extend keeps the lock past its first TTL', async () => {
     const cache = ctx.cache();
     const peer = await ctx.peer();
-    const held = await acquire(cache, 'extended', SHORT);
+    const held = await acquire(cache, 'extended', BRIEF);
     expect(await held?.extend?.(5_000)).toBe(true);
-    await ctx.wait(PAST_SHORT);
+    await ctx.wait(PAST_BRIEF);
     expect(await acquire(peer, 'extended', 5_000)).toBeUndefined();
     await held?.release('filled');
     // Released: the handle holds nothing any more.
