@@ -57,9 +57,14 @@ for (const file of files) {
     block.lines.push(line);
   }
 }
-// The reader's own modules the snippets import (`./db.js`).
+// The reader's own modules the snippets import (`./db.js`, and `./map-cache.js`: the example adapter
+// of docs/adapters.md, whose page shows this very file).
 for (const dir of [out, join(out, 'workers')]) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'db.ts'), readFileSync(join(here, 'db.ts'), 'utf8'));
+  writeFileSync(
+    join(dir, 'map-cache.ts'),
+    readFileSync(join(root, 'packages/test-suite/test/map-cache.ts'), 'utf8'),
+  );
 }
 console.log(`docs-snippets: ${written} TypeScript blocks to check, ${fragments} fenced as fragments`);

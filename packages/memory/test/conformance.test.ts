@@ -4,5 +4,8 @@ import { createMemoryCache } from '../src/index.js';
 describeCacheConformance({
   name: 'memory',
   clock: 'fake',
+  // One process's memory: no lock, no push, no replica; it answers synchronously and keeps values
+  // by reference (no roundTrip).
+  capabilities: { lock: false, extend: false, push: false, sync: true, roundTrip: false },
   create: () => createMemoryCache({ max: 1_000 }),
 });

@@ -10,6 +10,14 @@ import { describeLockBehaviour } from './lock-behaviour.js';
 const prefix = randomPrefix('redis-cluster');
 let started: Promise<{ server: RedisClusterServer; client: Cluster }> | undefined;
 const caches: RedisCache[] = [];
+const prefixes = new WeakMap<object, string>();
+
+function cacheOn(client: Cluster, cachePrefix: string): RedisCache {
+  const cache = createRedisCache({ client, prefix: cachePrefix });
+  caches.push(cache);
+  prefixes.set(cache, cachePrefix);
+  return cache;
+}
 
 function cluster(): Promise<{ server: RedisClusterServer; client: Cluster }> {
   started ??= (async () => {
@@ -33,11 +41,16 @@ afterAll(async () => {
 describeCacheConformance({
   name: 'redis (3-master cluster)',
   clock: 'real',
+  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true },
   async create() {
     const { client } = await cluster();
-    const cache = createRedisCache({ client, prefix: `${prefix}${caches.length}:` });
-    caches.push(cache);
-    return cache;
+    return cacheOn(client, `${prefix}${caches.length}:`);
+  },
+  // Another replica: a second cache on the same prefix.
+  async replica(of) {
+    const cachePrefix = prefixes.get(of);
+    if (cachePrefix === undefined) throw new Error('replica of an unknown cache');
+    return cacheOn((await cluster()).client, cachePrefix);
   },
 });
 

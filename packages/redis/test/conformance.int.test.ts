@@ -7,16 +7,29 @@ import { deletePrefix } from './helpers.js';
 const runPrefix = randomPrefix('redis-conformance');
 let client: Redis | undefined;
 const caches: RedisCache[] = [];
+const prefixes = new WeakMap<object, string>();
+
+function cacheOn(redis: Redis, prefix: string): RedisCache {
+  const cache = createRedisCache({ client: redis, prefix });
+  caches.push(cache);
+  prefixes.set(cache, prefix);
+  return cache;
+}
 
 describeCacheConformance({
   name: 'redis (standalone)',
   clock: 'real',
+  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true },
   async create() {
     client ??= new Redis((await testRedis()).url);
     // A prefix per cache: the suite checks that two instances never see each other.
-    const cache = createRedisCache({ client, prefix: `${runPrefix}${caches.length}:` });
-    caches.push(cache);
-    return cache;
+    return cacheOn(client, `${runPrefix}${caches.length}:`);
+  },
+  // Another replica: a second cache (its own subscriber, its own core state) on the same prefix.
+  replica(of) {
+    const prefix = prefixes.get(of);
+    if (client === undefined || prefix === undefined) throw new Error('replica of an unknown cache');
+    return cacheOn(client, prefix);
   },
   async teardown() {
     await Promise.all(caches.map((cache) => cache.close()));

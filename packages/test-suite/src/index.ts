@@ -1,1 +1,2 @@
-export { type ConformanceOptions, describeCacheConformance } from './conformance.js';
+export { describeCacheConformance } from './conformance.js';
+export type { CacheCapabilities, ConformanceOptions } from './options.js';

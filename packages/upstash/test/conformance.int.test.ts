@@ -1,7 +1,7 @@
 import { describeCacheConformance } from '@stampede/test-suite';
 import { afterAll, beforeAll } from 'vitest';
 import { createUpstashCache } from '../src/index.js';
-import { type Harness, startHarness } from './harness.js';
+import { type ClientMode, type Harness, startHarness } from './harness.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -11,18 +11,32 @@ afterAll(async () => {
   await h?.stop();
 });
 
-describeCacheConformance({
-  name: 'upstash (automaticDeserialization on, auto-pipelining on)',
-  clock: 'real',
-  create: () => createUpstashCache({ client: h.client(), prefix: h.nextPrefix() }),
-});
+// A lock with extend, values through a serializer, no push wake-up (HTTP has no subscriptions).
+const capabilities = { lock: true, extend: true, push: false, sync: false, roundTrip: true };
 
-describeCacheConformance({
-  name: 'upstash (automaticDeserialization off, auto-pipelining off)',
-  clock: 'real',
-  create: () =>
-    createUpstashCache({
-      client: h.client({ automaticDeserialization: false, autoPipelining: false }),
-      prefix: h.nextPrefix(),
-    }),
+function conformance(name: string, mode: ClientMode): void {
+  const prefixes = new WeakMap<object, string>();
+  const cacheOn = (prefix: string) => {
+    const cache = createUpstashCache({ client: h.client(mode), prefix });
+    prefixes.set(cache, prefix);
+    return cache;
+  };
+  describeCacheConformance({
+    name,
+    clock: 'real',
+    capabilities,
+    create: () => cacheOn(h.nextPrefix()),
+    // Another replica: its own client on the same prefix.
+    replica(of) {
+      const prefix = prefixes.get(of);
+      if (prefix === undefined) throw new Error('replica of an unknown cache');
+      return cacheOn(prefix);
+    },
+  });
+}
+
+conformance('upstash (automaticDeserialization on, auto-pipelining on)', {});
+conformance('upstash (automaticDeserialization off, auto-pipelining off)', {
+  automaticDeserialization: false,
+  autoPipelining: false,
 });

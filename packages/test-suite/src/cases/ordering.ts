@@ -1,0 +1,118 @@
+import { getOrCompute, getValue, invalidate, setValue } from '@stampede/core';
+import { expect, it } from 'vitest';
+import type { SuiteContext } from '../context.js';
+import { entry, expectReplicated } from '../entries.js';
+
+// A gap between a delete and the writes around it that no adapter's clock tie-break can blur
+// (Redis adapters convert between this process's clock and the server's).
+const GAP = 50;
+
+/** Which write wins: never an older one, and never one whose fill started before a delete. */
+export function orderingCases(ctx: SuiteContext): void {
+  it('never replaces a newer entry with an older one', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    await cache.set('order', entry('newer', now, 60_000), { ttl: 60_000 });
+    await cache.set('order', entry('older', now - 1_000, 60_000), { ttl: 60_000 });
+    expect((await cache.get('order'))?.value).toBe('newer');
+    await cache.set('order', entry('newest', now + 1, 60_000), { ttl: 60_000 });
+    expect((await cache.get('order'))?.value).toBe('newest');
+  });
+
+  it('turns a key into a miss with a newer write of ttl 0', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    await cache.set('expire-now', entry('old', now - 1_000, 60_000), { ttl: 60_000 });
+    await cache.set('expire-now', entry('gone', now, 60_000), { ttl: 0 });
+    expect(await cache.get('expire-now')).toBeUndefined();
+  });
+
+  it('turns a key into a miss with a newer write whose staleUntil has passed', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    await cache.set('stale-write', entry('old', now - 2_000, 60_000), { ttl: 60_000 });
+    // Created a second ago, fresh for 500 ms, no grace: already past its staleUntil.
+    await cache.set('stale-write', entry('late', now - 1_000, 500), { ttl: 60_000 });
+    expect(await cache.get('stale-write')).toBeUndefined();
+  });
+
+  it('keeps a newer entry when an older write arrives already expired', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    const newer = entry('newer', now, 60_000);
+    await cache.set('keep-newer', newer, { ttl: 60_000 });
+    await cache.set('keep-newer', entry('older', now - 1_000, 60_000), { ttl: 0 });
+    expect(await cache.get('keep-newer')).toEqual(newer);
+  });
+
+  it('refuses a write whose fill started before a delete, and accepts one after it', async () => {
+    const cache = ctx.cache();
+    const peer = await ctx.peer();
+    const fillStarted = Date.now();
+    await cache.set('deleted', entry('before', fillStarted - 1_000, 60_000), { ttl: 60_000 });
+    await ctx.wait(GAP);
+    // The delete lands while the fill that started at `fillStarted` is still running...
+    await peer.delete('deleted');
+    await ctx.wait(GAP);
+    // ...so its write, arriving afterwards, must not bring the key back (on either instance).
+    await cache.set('deleted', entry('resurrected', fillStarted, 60_000), { ttl: 60_000 });
+    expect(await cache.get('deleted')).toBeUndefined();
+    expect(await peer.get('deleted')).toBeUndefined();
+    // A delete is not a ban: a fill that started after it writes.
+    const later = entry('after', Date.now(), 60_000);
+    await cache.set('deleted', later, { ttl: 60_000 });
+    expectReplicated(await peer.get('deleted'), later);
+  });
+
+  it('keeps an invalidation made during a fill (getOrCompute, invalidate)', async () => {
+    const cache = ctx.cache();
+    const peer = await ctx.peer();
+    let started!: () => void;
+    const fillStarted = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    let finish!: (value: string) => void;
+    const filling = getOrCompute(cache, 'invalidated', 60_000, () => {
+      started();
+      return new Promise<string>((resolve) => {
+        finish = resolve;
+      });
+    });
+    await fillStarted;
+    await ctx.wait(GAP);
+    // On a replica when there is one: only the adapter can stop that fill's write.
+    await invalidate(peer, 'invalidated');
+    await ctx.wait(GAP);
+    finish('computed before the invalidation');
+    // Its callers still get the value; it is just not cached.
+    expect(await filling).toBe('computed before the invalidation');
+    expect(await getValue(cache, 'invalidated')).toBeUndefined();
+    expect(await getValue(peer, 'invalidated')).toBeUndefined();
+  });
+
+  it('agrees with setValue, getValue and invalidate', async () => {
+    const cache = ctx.cache();
+    await setValue(cache, 'plain', { n: 1 }, { ttl: 60_000 });
+    expect(await getValue(cache, 'plain')).toEqual({ n: 1 });
+    expect(await getOrCompute(cache, 'plain', 60_000, () => ({ n: 2 }))).toEqual({ n: 1 });
+    await invalidate(cache, 'plain');
+    expect(await getValue(cache, 'plain')).toBeUndefined();
+    expect(await getOrCompute(cache, 'plain', 60_000, () => ({ n: 3 }))).toEqual({ n: 3 });
+  });
+
+  it('serves getOrCompute: one fill for a herd, then hits', async () => {
+    const cache = ctx.cache();
+    let fills = 0;
+    const fill = async () => {
+      fills++;
+      return { count: 42 };
+    };
+    const herd = await Promise.all(
+      Array.from({ length: 50 }, () => getOrCompute(cache, 'herd', 60_000, fill)),
+    );
+    expect(fills).toBe(1);
+    for (const value of herd) expect(value).toEqual({ count: 42 });
+    expect(await getOrCompute(cache, 'herd', 60_000, fill)).toEqual({ count: 42 });
+    expect(fills).toBe(1);
+  });
+}

@@ -1,0 +1,124 @@
+import { expect, it } from 'vitest';
+import type { SuiteContext } from '../context.js';
+import { entry, expectReplicated, ODD_KEYS, VALUES } from '../entries.js';
+
+const isThenable = (value: unknown): boolean =>
+  typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
+
+/** The required part of the contract: read, write with a physical TTL, delete. */
+export function storageCases(ctx: SuiteContext): void {
+  const { capabilities } = ctx.options;
+
+  it('has exactly the optional methods its capabilities declare', async () => {
+    const cache = ctx.cache();
+    expect(typeof cache.get).toBe('function');
+    expect(typeof cache.set).toBe('function');
+    expect(typeof cache.delete).toBe('function');
+    // The core decides by the presence of a method, so a declaration and the object must agree.
+    expect(typeof cache.tryAcquireFillLock === 'function', 'lock').toBe(capabilities.lock);
+    expect(typeof cache.onFillDone === 'function', 'push').toBe(capabilities.push);
+    expect(typeof cache.roundTrip === 'function', 'roundTrip').toBe(capabilities.roundTrip);
+    if (capabilities.lock) {
+      const lock = await cache.tryAcquireFillLock?.('capabilities', 5_000);
+      expect(lock).toBeDefined();
+      expect(typeof lock?.extend === 'function', 'extend').toBe(capabilities.extend);
+      await lock?.release('failed');
+    } else {
+      expect(capabilities.extend, 'extend needs lock').toBe(false);
+      expect(capabilities.push, 'push needs lock').toBe(false);
+    }
+  });
+
+  it.skipIf(!capabilities.sync)('answers get, set and delete synchronously', () => {
+    const cache = ctx.cache();
+    const written = entry('sync', Date.now(), 60_000);
+    expect(isThenable(cache.set('sync', written, { ttl: 60_000 }))).toBe(false);
+    const read = cache.get('sync');
+    expect(isThenable(read)).toBe(false);
+    expect(read).toEqual(written);
+    expect(isThenable(cache.delete('sync'))).toBe(false);
+    expect(cache.get('sync')).toBeUndefined();
+  });
+
+  it('reads a missing key as undefined', async () => {
+    expect(await ctx.cache().get('missing')).toBeUndefined();
+  });
+
+  it.each(VALUES)('round-trips %s with its times', async (_label, value) => {
+    const cache = ctx.cache();
+    const written = entry(value, Date.now(), 60_000, 30_000);
+    await cache.set('value', written, { ttl: 90_000 });
+    expect(await cache.get('value')).toEqual(written);
+  });
+
+  it.skipIf(!capabilities.roundTrip)('roundTrip(value) is what a later get returns', async () => {
+    const cache = ctx.cache();
+    const value = { at: new Date(1_700_000_000_000), list: [1, 'two'], nothing: null, n: 1.5 };
+    const expected = cache.roundTrip?.(value);
+    await cache.set('round-trip', entry(value, Date.now(), 60_000), { ttl: 60_000 });
+    expect((await cache.get('round-trip'))?.value).toEqual(expected);
+  });
+
+  it('round-trips an entry that never expires', async () => {
+    const cache = ctx.cache();
+    const written = entry({ forever: true }, Date.now(), undefined);
+    await cache.set('forever', written, { ttl: undefined });
+    const read = await cache.get('forever');
+    expect(read?.freshUntil).toBe(Number.POSITIVE_INFINITY);
+    expect(read?.staleUntil).toBe(Number.POSITIVE_INFINITY);
+    await ctx.wait(300);
+    expect(await cache.get('forever')).toEqual(written);
+  });
+
+  it('drops an entry after its physical TTL', async () => {
+    const cache = ctx.cache();
+    // Long enough that a loaded machine still reads it back before it lapses.
+    await cache.set('short', entry('v', Date.now(), 1_000), { ttl: 1_000 });
+    expect((await cache.get('short'))?.value).toBe('v');
+    await ctx.wait(1_300);
+    expect(await cache.get('short')).toBeUndefined();
+  });
+
+  it('deletes, and deleting a missing key is fine', async () => {
+    const cache = ctx.cache();
+    await cache.set('gone', entry(1, Date.now(), 60_000), { ttl: 60_000 });
+    await cache.delete('gone');
+    expect(await cache.get('gone')).toBeUndefined();
+    await expect(Promise.resolve(cache.delete('never-there'))).resolves.toBeUndefined();
+  });
+
+  it.each(ODD_KEYS.map((key) => [JSON.stringify(key).slice(0, 40), key]))(
+    'keeps odd key %s apart from its neighbours',
+    async (_label, key) => {
+      const cache = ctx.cache();
+      await cache.set(key, entry(`value of ${key}`, Date.now(), 60_000), { ttl: 60_000 });
+      expect((await cache.get(key))?.value).toBe(`value of ${key}`);
+      for (const other of ODD_KEYS) {
+        if (other !== key) expect(await cache.get(other)).toBeUndefined();
+      }
+      await cache.delete(key);
+      expect(await cache.get(key)).toBeUndefined();
+    },
+  );
+
+  it('isolates two instances from create() (they never see each other)', async () => {
+    const cache = ctx.cache();
+    const other = await ctx.options.create();
+    await cache.set('shared-name', entry('mine', Date.now(), 60_000), { ttl: 60_000 });
+    expect(await other.get('shared-name')).toBeUndefined();
+    await other.set('shared-name', entry('theirs', Date.now(), 60_000), { ttl: 60_000 });
+    expect((await cache.get('shared-name'))?.value).toBe('mine');
+    await other.delete('shared-name');
+    expect((await cache.get('shared-name'))?.value).toBe('mine');
+  });
+
+  it.skipIf(ctx.options.replica === undefined)('shares entries with a replica', async () => {
+    const cache = ctx.cache();
+    const peer = await ctx.peer();
+    const written = entry('shared', Date.now(), 60_000);
+    await cache.set('replicated', written, { ttl: 60_000 });
+    expectReplicated(await peer.get('replicated'), written);
+    await peer.delete('replicated');
+    expect(await cache.get('replicated')).toBeUndefined();
+  });
+}

@@ -1,0 +1,53 @@
+import type { CacheEntry } from '@stampede/core';
+import { expect } from 'vitest';
+
+/** An entry created at `createdAt`, fresh for `ttl` and stale for `grace` more (forever without `ttl`). */
+export function entry(value: unknown, createdAt: number, ttl: number | undefined, grace = 0): CacheEntry {
+  const freshUntil = ttl === undefined ? Number.POSITIVE_INFINITY : createdAt + ttl;
+  const staleUntil = ttl === undefined ? Number.POSITIVE_INFINITY : freshUntil + grace;
+  return { value, createdAt, freshUntil, staleUntil };
+}
+
+/** Keys that break naive escaping, hash tags or line-based protocols. */
+export const ODD_KEYS: readonly string[] = [
+  'with space',
+  'line\nbreak',
+  'tab\tand\r\ncrlf',
+  'unicode: héllo 🚀 世界',
+  '{braces}',
+  'a{b}c',
+  '{}',
+  'colon:separated:key',
+  '*?[glob]',
+  'k'.repeat(1_000),
+];
+
+/** Values a user caches, including the falsy ones a careless adapter reads back as a miss. */
+export const VALUES: readonly [string, unknown][] = [
+  ['null', null],
+  ['zero', 0],
+  ['false', false],
+  ['empty string', ''],
+  ['negative float', -12.5],
+  ['unicode string', 'héllo 🚀, world'],
+  ['array', [1, 'two', { three: 3 }, null]],
+  ['nested object', { a: { b: { c: [1, 2, 3] } }, d: 'x|y|z', e: true }],
+];
+
+// How far two instances may disagree on an entry's times: an adapter that stores times on the
+// backend's clock hands them back on this process's clock through its own estimate of the offset.
+const CLOCK_TOLERANCE = 50;
+
+/**
+ * Asserts that `read`, as another instance returns it, is `written`: the same value, and times
+ * within a few milliseconds (each instance converts them with its own clock-offset estimate).
+ */
+export function expectReplicated(read: CacheEntry | undefined, written: CacheEntry): void {
+  expect(read?.value).toEqual(written.value);
+  for (const field of ['createdAt', 'freshUntil', 'staleUntil'] as const) {
+    const got = read?.[field] ?? Number.NaN;
+    // Equal covers Infinity (an entry that never expires), where a difference would be NaN.
+    const drift = got === written[field] ? 0 : Math.abs(got - written[field]);
+    expect(drift, field).toBeLessThanOrEqual(CLOCK_TOLERANCE);
+  }
+}

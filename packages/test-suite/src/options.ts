@@ -1,0 +1,54 @@
+import type { Cache } from '@stampede/core';
+
+/**
+ * What an adapter supports beyond the required `get`, `set` and `delete`. Declared, not inferred:
+ * the suite checks the declaration against the cache object, so a method that went missing fails
+ * the run instead of quietly skipping its cases. Cases for a capability declared `false` are
+ * reported as skipped.
+ */
+export interface CacheCapabilities {
+  /** The cache implements `tryAcquireFillLock` (a distributed fill lock). */
+  lock: boolean;
+  /** Its lock handles implement `extend` (needs `lock`). */
+  extend: boolean;
+  /** The cache implements `onFillDone` (push wake-up when a fill under the lock ends; needs `lock`). */
+  push: boolean;
+  /**
+   * `get`, `set` and `delete` answer synchronously (plain values, never promises), as an in-process
+   * cache should so that hits never touch a promise chain.
+   */
+  sync: boolean;
+  /** The cache implements `roundTrip` (it stores text and hands values back through a serializer). */
+  roundTrip: boolean;
+}
+
+/** How to run the conformance suite against one adapter. */
+export interface ConformanceOptions {
+  /** Shown in the test names. */
+  name: string;
+  /** What the adapter supports: see {@link CacheCapabilities}. */
+  capabilities: CacheCapabilities;
+  /**
+   * A new, empty cache: its own instance and (for a remote adapter) its own namespace, such as a key
+   * prefix no other cache of the run uses. Two caches it returns must never see each other's keys.
+   */
+  create(): Cache | Promise<Cache>;
+  /**
+   * A second instance on the same backend and namespace as `of` (what another replica of the same
+   * service would hold). With it, the lock, delete-during-fill and `onFillDone` cases run across two
+   * instances; without it they run on one. Omit it for a cache that lives in one process's memory.
+   * @default undefined
+   */
+  replica?(of: Cache): Cache | Promise<Cache>;
+  /**
+   * `'fake'`: the adapter's expiry follows `Date.now()` and timers, so the suite uses vitest's fake
+   * timers. `'real'`: the backend expires on its own clock (Redis), so the suite waits for real
+   * (a few hundred milliseconds at a time).
+   */
+  clock: 'fake' | 'real';
+  /**
+   * Runs after the whole suite (close clients, remove the run's keys).
+   * @default undefined
+   */
+  teardown?(): Promise<void> | void;
+}
