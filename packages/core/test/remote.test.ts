@@ -176,7 +176,8 @@ describe('createServerClock', () => {
     await vi.advanceTimersByTimeAsync(200);
     // A 200 ms round trip proves only [799, 1001]: the estimate is its middle, 100 ms off.
     expect(await first).toBe(900);
-    vi.advanceTimersByTime(249);
+    // 250 ms after that measurement started (it took 200 of them), not before.
+    vi.advanceTimersByTime(49);
     clock.current();
     expect(read).toHaveBeenCalledTimes(1);
     vi.advanceTimersByTime(1);
