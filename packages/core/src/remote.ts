@@ -342,7 +342,8 @@ export function createServerClock(
       if (offset !== undefined) {
         // While what is proven is wider than a few ms (the measuring round trip was slow: a loaded
         // machine, a cold connection), measure again soon: one fast round trip narrows it.
-        const interval = high - low > UNCERTAIN_MS ? Math.min(refreshInterval, UNCERTAIN_RETRY_MS) : refreshInterval;
+        const interval =
+          high - low > UNCERTAIN_MS ? Math.min(refreshInterval, UNCERTAIN_RETRY_MS) : refreshInterval;
         if (now - lastStart >= interval) void measure();
         return offset;
       }
