@@ -43,6 +43,11 @@ async function ask(worker: Worker, command: Record<string, unknown>, until = 'do
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * The scenario: the delete comes this long after the fill started (and the next fill this long after
+ * the delete), in real time: far more than a round trip, far less than the skew.
+ */
+const APART_MS = 50;
 
 beforeAll(async () => {
   url = (await testRedis()).url;
@@ -77,7 +82,7 @@ describe('replicas whose clocks are 5 minutes fast and 5 minutes slow', () => {
         filler.send({ cmd: 'fill', id: fillId, key, value: 'started before the delete', gated: true });
         await ask(filler, { id: fillId }, 'started');
         // ...the other deletes the key (well after, by far more than a round trip)...
-        await sleep(50);
+        await sleep(APART_MS);
         await ask(deleter, { cmd: 'invalidate', key });
         // ...then the fill ends: its callers get the value, but it is not written.
         await ask(filler, { cmd: 'open', fillId });
@@ -86,7 +91,7 @@ describe('replicas whose clocks are 5 minutes fast and 5 minutes slow', () => {
         expect((await ask(deleter, { cmd: 'get', key })).value).toBeNull();
         expect((await ask(filler, { cmd: 'get', key })).value).toBeNull();
         // A fill that starts after the delete is written, and is fresh on both replicas.
-        await sleep(50);
+        await sleep(APART_MS);
         expect((await ask(filler, { cmd: 'fill', key, value: 'started after the delete' })).value).toBe(
           'started after the delete',
         );
