@@ -51,6 +51,11 @@ async function ask(worker: Worker, command: Record<string, unknown>, until = 'do
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * The scenario: the delete comes this long after the fill started (and the next fill this long after
+ * the delete), in real time: far more than a round trip, far less than the skew.
+ */
+const APART_MS = 50;
 
 beforeAll(async () => {
   builtEntry();
@@ -88,14 +93,14 @@ describe.each([
         const fillId = `fill-${++sequence}`;
         filler.send({ cmd: 'fill', id: fillId, key, value: 'started before the delete', gated: true });
         await ask(filler, { id: fillId }, 'started');
-        await sleep(50);
+        await sleep(APART_MS);
         await ask(deleter, { cmd: 'invalidate', key });
         await ask(filler, { cmd: 'open', fillId });
         expect((await ask(filler, { id: fillId })).value).toBe('started before the delete');
         expect(await raw.get(upstashKeys(prefix, key).value)).toMatch(/^t\|\d+$/);
         expect((await ask(deleter, { cmd: 'get', key })).value).toBeNull();
         expect((await ask(filler, { cmd: 'get', key })).value).toBeNull();
-        await sleep(50);
+        await sleep(APART_MS);
         expect((await ask(filler, { cmd: 'fill', key, value: 'started after the delete' })).value).toBe(
           'started after the delete',
         );
