@@ -133,13 +133,17 @@ describe('start-up failures', () => {
   });
 });
 
+/** Past the demo's CACHE_TTL of 300 ms, well inside its 1 m grace. */
+const PAST_TTL_MS = 500;
+
 describe('TTL and stale-while-revalidate from the environment', () => {
   it('serves the stale count at once past CACHE_TTL and refreshes it in the background', async () => {
     const demo = await startDemo({ CACHE_TTL: '300ms', CACHE_SWR: '1m', DB_LATENCY_MS: '0' });
     try {
       expect(demo.output()).toContain('TTL 300ms, SWR 1m');
       await json(`${demo.url}/api/bookmarks/count`);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // The scenario: the entry's 300 ms TTL must lapse (the SWR grace keeps it servable).
+      await new Promise((resolve) => setTimeout(resolve, PAST_TTL_MS));
       expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS });
       await expect
         .poll(async () => (await json(`${demo.url}/actuator/metrics`)).db.queries, { timeout: 5_000 })

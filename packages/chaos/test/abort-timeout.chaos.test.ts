@@ -4,13 +4,14 @@ import {
   getValue,
   inFlightCount,
   isCacheFillError,
+  statsByCache,
 } from '@stampede/core';
 import { createRedisCache, type RedisCache, redisKeys } from '@stampede/redis';
-import { randomPrefix, testRedis } from '@stampede/test-support';
+import { deferred, randomPrefix, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type ChaosProxy, startProxy } from './support/proxy.js';
-import { deletePrefix, sharedRedis, sleep } from './support/redis.js';
+import { deletePrefix, sharedRedis } from './support/redis.js';
 import { hangsForever, neverSettles, settle } from './support/settle.js';
 
 // In this process: a Redis cache whose client goes through the chaos proxy (so a read can be made
@@ -18,6 +19,10 @@ import { hangsForever, neverSettles, settle } from './support/settle.js';
 const OPERATION_TIMEOUT = 1_000;
 const FILL_TIMEOUT = 300;
 const SLACK = 500;
+// The shared cache's name: its counters (`statsByCache`) tell when a caller's read has answered.
+const NAME = 'chaos-abort';
+// The isolated caches' name (tests run one at a time, so their counters are read as deltas).
+const ZOMBIE = 'zombie';
 const prefix = randomPrefix('chaos-abort');
 let direct: Redis;
 let proxied: Redis;
@@ -34,7 +39,7 @@ beforeAll(async () => {
   proxy = await startProxy(redis.port, redis.host);
   auth = redis.auth;
   proxied = new Redis(proxy.url(auth));
-  cache = createRedisCache({ client: proxied, prefix, operationTimeout: OPERATION_TIMEOUT });
+  cache = createRedisCache({ client: proxied, prefix, name: NAME, operationTimeout: OPERATION_TIMEOUT });
   await proxied.ping();
 });
 
@@ -49,7 +54,7 @@ afterEach(() => {
 function isolatedCache(): RedisCache {
   const client = new Redis(proxy.url(auth));
   client.on('error', () => {});
-  const own = createRedisCache({ client, prefix, name: 'zombie', operationTimeout: OPERATION_TIMEOUT });
+  const own = createRedisCache({ client, prefix, name: ZOMBIE, operationTimeout: OPERATION_TIMEOUT });
   isolated.push({ client, cache: own });
   return own;
 }
@@ -67,11 +72,33 @@ afterAll(async () => {
   await (await testRedis()).stop();
 });
 
-/** Waits (briefly) for writes and releases that run after the callers have their answer. */
+/** Waits (at most 2 s) for writes and releases that run after the callers have their answer. */
 async function registryEmpties(): Promise<number> {
-  const deadline = Date.now() + 2_000;
-  while (inFlightCount(cache) !== 0 && Date.now() < deadline) await sleep(10);
+  await waitFor(() => inFlightCount(cache) === 0, { timeout: 2_000, message: 'the registry to empty' });
   return inFlightCount(cache);
+}
+
+/** Reads of the caches named `name` that have answered so far: as a hit, a miss, or after their caller left. */
+function readsAnswered(name: string): number {
+  const counters = statsByCache()[name];
+  if (counters === undefined) return 0;
+  return counters.hits + counters.staleHits + counters.misses + counters.abortedReads;
+}
+
+/**
+ * Returns once every command the cache issued so far has been answered by Redis. The first round trip
+ * on the cache's own connection lets every pending promise chain issue its commands; the second is
+ * answered after all of them (one connection answers in order). Proves "nothing was written" without
+ * a sleep.
+ */
+async function redisCaughtUp(): Promise<void> {
+  await proxied.ping();
+  await proxied.ping();
+}
+
+/** Resolves once the proxy has received (not yet forwarded) a request sent after `before` bytes. */
+function requestInProxy(before: number, what: string): Promise<true> {
+  return waitFor(() => proxy.bytesReceived > before, { timeout: 2_000, message: what });
 }
 
 const lockModes = [
@@ -120,6 +147,7 @@ describe.each(lockModes)('a fill that never settles, Redis adapter, $name', ({ l
     const key = freshKey('no-timeout');
     const contexts: FillContext[] = [];
     const controllers = Array.from({ length: 5 }, () => new AbortController());
+    const readsBefore = readsAnswered(NAME);
     const callers = controllers.map((controller) =>
       settle(
         getOrComputeWith(
@@ -133,7 +161,10 @@ describe.each(lockModes)('a fill that never settles, Redis adapter, $name', ({ l
         ),
       ),
     );
-    await sleep(100);
+    // Every caller has read (a miss) and so started or joined the one fill, and the fill is running.
+    await waitFor(() => readsAnswered(NAME) - readsBefore === 5 && contexts.length === 1, {
+      message: 'the 5 callers to be waiting on one running fill',
+    });
     for (const [i, controller] of controllers.entries()) {
       expect(inFlightCount(cache)).toBe(1);
       const reason = new Error(`caller ${i} left`);
@@ -165,9 +196,11 @@ describe('a fill that ignores its signal and never settles, with the lock (zombi
     );
     expect(first).toMatchObject({ ok: false, error: { kind: 'timeout' } });
     expect(inFlightCount(cache)).toBe(0);
-    // Two lock TTLs later, a lock whose flight is over must have been released or lapsed.
-    await sleep(1_200);
-    expect(await direct.pttl(redisKeys(prefix, key).lock)).toBe(-2);
+    // Within two lock TTLs, a lock whose flight is over must have been released or lapsed.
+    await waitFor(async () => (await direct.pttl(redisKeys(prefix, key).lock)) === -2, {
+      timeout: 2 * options.lockTtl,
+      message: "the zombie fill's lock to be released",
+    });
     const again = await settle(getOrComputeWith(cache, key, options, () => 'again'));
     expect(again).toMatchObject({ ok: true, value: 'again' });
     expect(again.ms).toBeLessThan(options.lockWaitTimeout);
@@ -200,17 +233,21 @@ describe.each(lockModes)('a caller may abort in every phase, Redis adapter, $nam
     proxy.set({ kind: 'latency', ms: 150 });
     const controller = new AbortController();
     const reason = new Error('left during the read');
+    const received = proxy.bytesReceived;
     const caller = settle(
       getOrComputeWith(cache, key, { ...base, signal: controller.signal }, (ctx) => neverSettles(ctx.signal)),
     );
-    await sleep(50);
+    // The read is in the proxy: its answer is at least 300 ms away.
+    await requestInProxy(received, 'the read to reach the proxy');
+    const abortedAt = performance.now();
     controller.abort(reason);
     const outcome = await caller;
+    const afterAbort = performance.now() - abortedAt;
     console.log(
-      `[abort] aborted 50 ms into a 300 ms read (${lock ? 'lock' : 'no lock'}): settled after ${Math.round(outcome.ms)} ms`,
+      `[abort] aborted during a 300 ms read (${lock ? 'lock' : 'no lock'}): settled ${Math.round(afterAbort)} ms after the abort`,
     );
     expect(outcome).toMatchObject({ ok: false, error: reason });
-    expect(outcome.ms).toBeLessThan(50 + SLACK);
+    expect(afterAbort).toBeLessThan(SLACK);
   });
 
   // The read answers after the caller left: no flight may start for it (found by this suite: core
@@ -222,24 +259,29 @@ describe.each(lockModes)('a caller may abort in every phase, Redis adapter, $nam
     proxy.set({ kind: 'latency', ms: 150 });
     const controller = new AbortController();
     let fills = 0;
+    const received = proxy.bytesReceived;
+    const readsBefore = readsAnswered(ZOMBIE);
     const caller = settle(
       getOrComputeWith(cache, key, { ...base, signal: controller.signal }, (ctx) => {
         fills++;
         return neverSettles(ctx.signal);
       }),
     );
-    await sleep(50);
+    await requestInProxy(received, 'the read to reach the proxy');
     controller.abort(new Error('left during the read'));
     expect((await caller).ok).toBe(false);
     proxy.set({ kind: 'pass' });
-    // Long enough for the read (and, with the lock, the lock and the double-check read) to answer.
-    await sleep(1_500);
+    // The read answers after its caller left. Had core started a fill for nobody, the flight would be
+    // registered in the same step that counts the read as a miss instead of an aborted read.
+    await waitFor(() => readsAnswered(ZOMBIE) > readsBefore, { message: 'the abandoned read to answer' });
+    expect(statsByCache()[ZOMBIE]?.abortedReads).toBeGreaterThan(0);
     expect(inFlightCount(cache)).toBe(0);
     expect(fills).toBe(0);
     // What a user sees: a later caller (even one with its own fillTimeout) joins the zombie and hangs.
+    // The race's deadline only turns such a hang into a readable failure.
     const later = await Promise.race([
       settle(getOrComputeWith(cache, key, { ...base, fillTimeout: 1_000 }, () => 'later')),
-      sleep(2_000).then(() => 'still waiting after 2 s'),
+      new Promise((resolve) => setTimeout(resolve, 2_000, 'still waiting after 2 s')),
     ]);
     expect(later).toMatchObject({ ok: true, value: 'later' });
   });
@@ -265,7 +307,7 @@ describe.each(lockModes)('a caller may abort in every phase, Redis adapter, $nam
         return neverSettles(ctx.signal);
       }),
     );
-    while (context === undefined) await sleep(5);
+    context = await waitFor(() => context, { message: 'the fill to start' });
     const abortedAt = performance.now();
     controller.abort(reason);
     const outcome = await caller;
@@ -273,7 +315,7 @@ describe.each(lockModes)('a caller may abort in every phase, Redis adapter, $nam
     expect(performance.now() - abortedAt).toBeLessThan(SLACK);
     expect(context.signal.aborted).toBe(true);
     expect(await registryEmpties()).toBe(0);
-    await sleep(50);
+    await redisCaughtUp();
     expect(await direct.get(redisKeys(prefix, key).value)).toBeNull();
     // The abandoned fill rejected, so its lock was released.
     if (lock) expect(await direct.exists(redisKeys(prefix, key).lock)).toBe(0);
@@ -283,17 +325,24 @@ describe.each(lockModes)('a caller may abort in every phase, Redis adapter, $nam
     const key = freshKey('one-leaves');
     const controller = new AbortController();
     const reason = new Error('left');
+    // The fill runs until the test releases it, after the leaver has left.
+    const gate = deferred<string>();
+    let fillStarted = false;
     const leaver = settle(
-      getOrComputeWith(cache, key, { ...base, signal: controller.signal }, async () => {
-        await sleep(200);
-        return 'shared';
+      getOrComputeWith(cache, key, { ...base, signal: controller.signal }, () => {
+        fillStarted = true;
+        return gate.promise;
       }),
     );
-    await sleep(20);
+    await waitFor(() => fillStarted, { message: "the leaver's fill to start" });
+    const joinedBefore = statsByCache()[NAME]?.coalescedWaits ?? 0;
     const patient = settle(getOrComputeWith(cache, key, base, () => 'second fill'));
-    await sleep(30);
+    await waitFor(() => (statsByCache()[NAME]?.coalescedWaits ?? 0) > joinedBefore, {
+      message: 'the patient caller to join the fill',
+    });
     controller.abort(reason);
     expect(await leaver).toMatchObject({ ok: false, error: reason });
+    gate.resolve('shared');
     expect(await patient).toMatchObject({ ok: true, value: 'shared' });
     expect(await registryEmpties()).toBe(0);
     expect(await getValue(cache, key)).toBe('shared');
@@ -307,6 +356,7 @@ describe('a caller may abort during the lock wait, Redis adapter', () => {
     await direct.set(lock, 'another-replica', 'PX', 10_000);
     const controller = new AbortController();
     const reason = new Error('left during the lock wait');
+    const contendedBefore = statsByCache()[NAME]?.lockContended ?? 0;
     let fills = 0;
     const caller = settle(
       getOrComputeWith(
@@ -316,7 +366,10 @@ describe('a caller may abort during the lock wait, Redis adapter', () => {
         () => ++fills,
       ),
     );
-    await sleep(300);
+    // The caller found the other replica's lock and is waiting for it.
+    await waitFor(() => (statsByCache()[NAME]?.lockContended ?? 0) > contendedBefore, {
+      message: 'the caller to find the lock held and wait',
+    });
     const abortedAt = performance.now();
     controller.abort(reason);
     const outcome = await caller;

@@ -15,6 +15,8 @@ const FILL_MS = 150;
 const LOCK_WAIT_TIMEOUT = 2_000;
 // Two shared cores, other engineers' tests, process scheduling: added to every computed bound.
 const SLACK = 1_000;
+/** Freshness of the stale seed (ms): it lapses before the herd runs, the stale grace does not. */
+const SEED_TTL = 1;
 
 interface Fault {
   readonly name: string;
@@ -117,8 +119,9 @@ describe.each(FAULTS)('through the proxy: $name', (fault) => {
     const key = freshKey('herd');
     if (variant.seedStale) {
       const seeder = createRedisCache({ client: direct, prefix });
-      await setValue(seeder, key, 'stale-seed', { ttl: 1, staleWhileRevalidate: 60_000 });
-      await sleep(5);
+      await setValue(seeder, key, 'stale-seed', { ttl: SEED_TTL, staleWhileRevalidate: 60_000 });
+      // The scenario: the seed's freshness must have lapsed, so the herd finds it stale.
+      await sleep(SEED_TTL + 4);
     }
     proxy.set(fault.mode);
     const sum = totals(

@@ -77,6 +77,10 @@ async function namesUnder(prefix: string): Promise<string[]> {
 }
 
 let runs = 0;
+/** How long the secret test watches ioredis retry against a refusing proxy (ms). */
+const REFUSED_WINDOW = 300;
+/** How long the rotation test watches reconnects fail with WRONGPASS (ms). */
+const WRONGPASS_WINDOW = 200;
 
 describe('keys with any bytes are isolated (Redis adapter)', () => {
   it('writing key A never makes key B readable, nor takes its lock', async () => {
@@ -221,7 +225,9 @@ describe('the Redis password never leaks into errors, logs or events during faul
       await calls('blackhole');
       proxy.set({ kind: 'refuse' });
       await calls('refused');
-      await sleep(300);
+      // The scenario: ioredis keeps reconnecting against a refusing proxy for a while, and whatever it
+      // reports meanwhile (errors, events) is observed too.
+      await sleep(REFUSED_WINDOW);
       proxy.set({ kind: 'pass' });
       await app.ping();
       await cache.close();
@@ -251,7 +257,9 @@ describe('the Redis password never leaks into errors, logs or events during faul
           settle(setValue(cache, 'rotated-2', 'v')),
         ]);
         seen.push(...outcomes);
-        await sleep(200);
+        // The scenario: reconnects re-sending the old password keep failing for a while; what they
+        // report in that window is observed too.
+        await sleep(WRONGPASS_WINDOW);
       } finally {
         await admin.config('SET', 'requirepass', SECRET);
         await cache.close();

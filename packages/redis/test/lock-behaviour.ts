@@ -1,11 +1,23 @@
 import { type FillOutcome, getOrComputeWith } from '@stampede/core';
+import { delay, waitFor } from '@stampede/test-support';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createContext } from '../src/context.js';
 import { fillLockHandle } from '../src/fill-lock.js';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The slow fill of the lock-extension test: over three times its lockTtl (300 ms), on purpose. */
+const LONG_FILL_MS = 1_000;
+/** The fill whose end the lock loser must hear by push: far shorter than its 1 s poll interval. */
+const PUSHED_FILL_MS = 300;
+
+/** Subscribers of `channel` (summed over every node of a cluster: each counts only its own). */
+async function subscribers(client: Redis | Cluster, channel: string): Promise<number> {
+  const nodes = 'nodes' in client ? client.nodes('all') : [client];
+  let total = 0;
+  for (const node of nodes) total += Number(((await node.pubsub('NUMSUB', channel)) as [string, number])[1]);
+  return total;
+}
 
 /** What the lock tests need: a connected client and a prefix of their own. */
 export interface LockSetup {
@@ -62,7 +74,11 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
       const cache = await newCache();
       const client = await setup.client();
       const old = await cache.tryAcquireFillLock('lapsed', 100);
-      await sleep(250);
+      const lockKey = redisKeys(setup.prefix, 'lapsed').lock;
+      await waitFor(async () => (await client.exists(lockKey)) === 0, {
+        timeout: 2_000,
+        message: 'the 100 ms lock to lapse',
+      });
       const current = await cache.tryAcquireFillLock('lapsed', 1_500);
       expect(current).toBeDefined();
       expect(await old?.extend?.(60_000)).toBe(false);
@@ -75,12 +91,13 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
       let fills = 0;
       const fill = async () => {
         fills++;
-        await sleep(1_000);
+        await delay(LONG_FILL_MS);
         return 'slow';
       };
       const options = { ttl: 60_000, distributedFillLock: true, lockTtl: 300, lockWaitTimeout: 10_000 };
       const first = getOrComputeWith(a, 'long-fill', options, fill);
-      await sleep(100);
+      // `a` holds the lock and is filling before `b` asks.
+      await waitFor(() => fills === 1, { message: 'the first replica to start its fill' });
       const second = getOrComputeWith(b, 'long-fill', options, fill);
       expect(await Promise.all([first, second])).toEqual(['slow', 'slow']);
       expect(fills).toBe(1);
@@ -108,30 +125,44 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
 
     it('announces filled and failed to listeners on other connections, and stops when asked', async () => {
       const [holder, waiter] = [await newCache(), await newCache()];
+      const announce = async (outcome: FillOutcome) =>
+        (await holder.tryAcquireFillLock('announced', 2_000))?.release(outcome);
+      const client = await setup.client();
+      const { channel } = redisKeys(setup.prefix, 'announced');
+      // A probe on the same key shares the waiter's one subscription (and connection).
+      const probe: FillOutcome[] = [];
+      const stopProbe = waiter.onFillDone('announced', (outcome) => probe.push(outcome));
+      // The subscription is asynchronous: wait until Redis counts the subscriber.
+      await waitFor(async () => (await subscribers(client, channel)) > 0, {
+        message: 'the subscription to land',
+      });
       const heard: FillOutcome[] = [];
       const stop = waiter.onFillDone('announced', (outcome) => heard.push(outcome));
-      // The subscription is asynchronous; give it time to land even on a loaded machine.
-      await sleep(1_000);
-      await (await holder.tryAcquireFillLock('announced', 2_000))?.release('filled');
-      await (await holder.tryAcquireFillLock('announced', 2_000))?.release('failed');
-      const deadline = Date.now() + 2_000;
-      while (heard.length < 2 && Date.now() < deadline) await sleep(10);
+      await announce('filled');
+      await announce('failed');
+      await waitFor(() => heard.length >= 2, { timeout: 2_000, message: 'both announcements' });
       expect(heard).toEqual(['filled', 'failed']);
       stop();
-      await sleep(100);
-      await (await holder.tryAcquireFillLock('announced', 2_000))?.release('filled');
-      await sleep(200);
+      // The probe still listens: the message it hears reaches every listener of the key in one
+      // dispatch, so `heard` would get it too if stop() had not removed it.
+      const probed = probe.length;
+      await announce('filled');
+      await waitFor(() => probe.length > probed, { timeout: 2_000, message: 'the probe to hear' });
       expect(heard).toEqual(['filled', 'failed']);
+      stopProbe();
     });
 
     it('wakes a lock loser long before its first poll', async () => {
       const [a, b] = [await newCache(), await newCache()];
       const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 1_000 };
+      let filling = false;
       const first = getOrComputeWith(a, 'woken', options, async () => {
-        await sleep(300);
+        filling = true;
+        await delay(PUSHED_FILL_MS);
         return 'pushed';
       });
-      await sleep(50);
+      // `a` holds the lock and is filling before `b` asks.
+      await waitFor(() => filling, { message: 'the first replica to start its fill' });
       const started = Date.now();
       expect(await getOrComputeWith(b, 'woken', options, () => 'local')).toBe('pushed');
       const waited = Date.now() - started;

@@ -1,6 +1,7 @@
-import { randomPrefix, testRedis, type Worker } from '@stampede/test-support';
+import { randomPrefix, testRedis, type Worker, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redisKeys } from '../src/index.js';
 import { deletePrefix, herd, startReplicas, stopWorkers, totals } from './helpers.js';
 
 // Four replica processes (each its own core, its own ioredis connection), 250 concurrent callers each.
@@ -85,7 +86,17 @@ describe(`${REPLICAS} replica processes x ${CALLERS} callers on one expired key`
     holder?.send({ cmd: 'herd', id: 'doomed', key: 'crash', callers: 10, fillMs: 60_000, options });
     await holder?.next((report: { event?: string }) => report.event === 'fill-start');
     const pending = herd(survivors, { key: 'crash', callers: CALLERS, fillMs: 100, options });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Every survivor lost the lock and waits for it: each has subscribed to the key's channel.
+    const observer = new Redis(url);
+    try {
+      const { channel } = redisKeys(prefix, 'crash');
+      await waitFor(
+        async () => ((await observer.pubsub('NUMSUB', channel)) as [string, number])[1] >= survivors.length,
+        { timeout: 10_000, message: 'every survivor to wait for the lock' },
+      );
+    } finally {
+      observer.disconnect();
+    }
     const killedAt = Date.now();
     await holder?.kill('SIGKILL');
     const sum = totals(await pending);

@@ -7,7 +7,7 @@ import {
   onStampedeEvent,
   setValue,
 } from '@stampede/core';
-import { freePort, randomPrefix, testRedis } from '@stampede/test-support';
+import { freePort, randomPrefix, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, isRedisCacheError, type RedisCache, redisKeys } from '../src/index.js';
@@ -19,7 +19,6 @@ const caches: RedisCache[] = [];
 let events: BackendErrorEvent[] = [];
 let stopListening: () => void;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Resolves once the writes of `cache`'s fills have landed (their flights leave the registry then). */
 const written = (cache: RedisCache) => vi.waitFor(() => expect(inFlightCount(cache)).toBe(0));
 const newCache = (options: Partial<Parameters<typeof createRedisCache>[0]> = {}) => {
@@ -129,7 +128,7 @@ describe('stale-write guard across replicas', () => {
   it('keeps an invalidation from being undone by a fill that started before it', async () => {
     // Two cache objects are two core states: the in-process guard cannot help, only Redis can.
     const [filler, invalidator] = [newCache(), newCache()];
-    let release: () => void = () => {};
+    let release: (() => void) | undefined;
     const slow = getOrCompute(
       filler,
       'guarded',
@@ -139,13 +138,14 @@ describe('stale-write guard across replicas', () => {
           release = () => resolve('before the invalidation');
         }),
     );
-    await sleep(20);
+    // The fill has started (after its read) before the other replica invalidates.
+    const releaseFill = await waitFor(() => release, { message: 'the fill to start' });
     await invalidate(invalidator, 'guarded');
-    release();
+    releaseFill();
     expect(await slow).toBe('before the invalidation');
     // The refused write has landed once the flight leaves the registry (the core keeps a settled
     // flight joinable until its write lands).
-    while (inFlightCount(filler) !== 0) await sleep(5);
+    await written(filler);
     expect(await filler.get('guarded')).toBeUndefined();
     expect(await getOrCompute(filler, 'guarded', 60_000, () => 'after')).toBe('after');
     expect((await invalidator.get('guarded'))?.value).toBe('after');
@@ -204,8 +204,8 @@ describe('faults', () => {
       );
       expect(value).toBe('local');
       expect(Date.now() - answered).toBeLessThan(2_000);
-      // The caller has its value before the (timing-out) write ends.
-      await sleep(300);
+      // The caller has its value before the (timing-out) write ends: wait for the write's report.
+      await waitFor(() => events.length >= 3, { timeout: 2_000, message: 'the write to time out' });
       expect(events.map((event) => event.operation).sort()).toEqual(['get', 'lock', 'set']);
     } finally {
       await cache.close();
@@ -217,7 +217,11 @@ describe('faults', () => {
     const own = new Redis((await testRedis()).url);
     const cache = createRedisCache({ client: own, prefix });
     const stop = cache.onFillDone('closing', () => {});
-    await sleep(100);
+    // The subscriber connection exists once its SUBSCRIBE has landed.
+    const { channel } = redisKeys(prefix, 'closing');
+    await waitFor(async () => ((await own.pubsub('NUMSUB', channel)) as [string, number])[1] > 0, {
+      message: 'the subscription to land',
+    });
     const name = (await own.client('ID')) as number;
     stop();
     await cache.close();

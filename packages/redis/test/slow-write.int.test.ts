@@ -16,6 +16,8 @@ const events: BackendErrorEvent[] = [];
 let stopListening: () => void;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The fill takes this long on purpose: the miss must answer when it ends, whatever the held write does. */
+const FILL_MS = 50;
 
 beforeAll(async () => {
   server = await startRedisServer();
@@ -40,7 +42,7 @@ it('a miss answers when its 50 ms fill ends while Redis holds the write; a calle
   expect(await cache.get('warm-up')).toBeUndefined();
   await admin.call('CLIENT', 'PAUSE', '20000', 'WRITE');
   const fill = vi.fn(async () => {
-    await sleep(50);
+    await sleep(FILL_MS);
     return 'v';
   });
   const started = performance.now();

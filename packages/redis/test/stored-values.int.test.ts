@@ -29,6 +29,8 @@ import { deletePrefix } from './helpers.js';
 const prefix = randomPrefix('redis-values');
 let client: Redis;
 let count = 0;
+/** How much later than a fill's start a competing set is made (ms; the guard compares ms timestamps). */
+const LATER_BY_MS = 20;
 const caches: RedisCache[] = [];
 let events: BackendErrorEvent[] = [];
 let stopListening: () => void;
@@ -115,7 +117,8 @@ describe('a write that reads as a miss at once removes what is stored', () => {
         }),
     );
     await vi.waitFor(() => expect(inFlightCount(filler)).toBe(1));
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The scenario: the set comes later than the fill's start by the clock the guard compares (ms).
+    await new Promise((resolve) => setTimeout(resolve, LATER_BY_MS));
     await setValue(setterOnSamePrefix, 'k', 'expired at once', { ttl: 0 });
     release();
     expect(await slow).toBe('older fill');

@@ -3,6 +3,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from './harness.js';
 
 let h: Harness;
+/** How long the 'hang' fault is watched for an answer that must not come (ms). */
+const HANG_WINDOW_MS = 300;
 beforeAll(async () => {
   h = await startHarness('rest-fault');
 });
@@ -56,7 +58,8 @@ describe('fault injection', () => {
       .finally(() => {
         settled = true;
       });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The scenario: a window in which a hanging server must not answer.
+    await new Promise((resolve) => setTimeout(resolve, HANG_WINDOW_MS));
     expect(settled).toBe(false);
     h.server.setFault(null);
     expect(await pending).toBe('failed');

@@ -1,3 +1,4 @@
+import { waitFor } from '@stampede/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from './harness.js';
 
@@ -9,12 +10,9 @@ afterAll(async () => {
   await h?.stop();
 });
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/** Waits (at most 5 s) for `check`; the failure names `what`. */
+function until(what: string, check: () => boolean | Promise<boolean>): Promise<unknown> {
+  return waitFor(check, { timeout: 5_000, interval: 20, message: what });
 }
 
 async function subscribers(channel: string): Promise<number> {
@@ -32,19 +30,19 @@ describe.each([{ autoPipelining: true }, { autoPipelining: false }])('9. subscri
     subscriber.on('subscribe', (count) => events.push(`subscribe ${count}`));
     subscriber.on('message', ({ message }) => messages.push(message));
 
-    await until(() => events.length > 0);
+    await until('the subscribe event', () => events.length > 0);
     expect(events).toEqual(['subscribe 1']);
     expect(h.server.subscriptionCount()).toBe(1);
     expect(await subscribers(channel)).toBe(1);
 
     await redis.publish(channel, 'a,b,c');
     await redis.publish(channel, { text: 'héllo, 🚀', list: [1, 2] });
-    await until(() => messages.length === 2);
+    await until('both messages', () => messages.length === 2);
     expect(messages).toEqual(['a,b,c', { text: 'héllo, 🚀', list: [1, 2] }]);
 
     await subscriber.unsubscribe();
-    await until(() => h.server.subscriptionCount() === 0);
-    await until(async () => (await subscribers(channel)) === 0);
+    await until('the server to drop the subscription', () => h.server.subscriptionCount() === 0);
+    await until('Redis to drop the subscriber', async () => (await subscribers(channel)) === 0);
   });
 
   it('serves psubscribe with the pattern and channel in each message', async () => {
@@ -58,12 +56,12 @@ describe.each([{ autoPipelining: true }, { autoPipelining: false }])('9. subscri
       subscribed = true;
     });
     subscriber.on('pmessage', (event) => seen.push(event));
-    await until(() => subscribed);
+    await until('the subscription', () => subscribed);
     // The client JSON-parses pattern messages without a fallback, so publish JSON (with commas).
     await redis.publish(channel, { csv: 'x,y' });
-    await until(() => seen.length === 1);
+    await until('the message', () => seen.length === 1);
     expect(seen[0]).toEqual({ pattern, channel, message: { csv: 'x,y' } });
     await subscriber.unsubscribe();
-    await until(() => h.server.subscriptionCount() === 0);
+    await until('the server to drop the subscription', () => h.server.subscriptionCount() === 0);
   });
 });

@@ -1,7 +1,9 @@
 import { join } from 'node:path';
+import { waitFor } from '@stampede/test-support';
 import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { upstashKeys } from '../src/index.js';
 import { builtEntry } from './built-package.js';
 import { type Harness, startHarness } from './harness.js';
 
@@ -16,10 +18,12 @@ interface WorkerAnswer {
 
 let h: Harness;
 let mf: Miniflare | undefined;
+let prefix: string;
 
 beforeAll(async () => {
   const entry = builtEntry();
   h = await startHarness('upstash-edge');
+  prefix = h.nextPrefix();
   const bundle = await build({
     entryPoints: [join(import.meta.dirname, 'fixtures', 'edge-worker.ts')],
     bundle: true,
@@ -42,7 +46,7 @@ beforeAll(async () => {
     bindings: {
       UPSTASH_URL: h.server.url,
       UPSTASH_TOKEN: h.server.token,
-      PREFIX: h.nextPrefix(),
+      PREFIX: prefix,
     },
   });
   await mf.ready;
@@ -70,7 +74,11 @@ describe('@stampede/core + @stampede/upstash inside workerd (miniflare)', () => 
     expect(first.stats.backendErrors).toBeUndefined();
 
     // The write (and the lock release) run after the first response, kept alive by waitUntil.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    const keys = upstashKeys(prefix, 'hot');
+    const raw = h.client({ automaticDeserialization: false });
+    await waitFor(async () => (await raw.exists(keys.value)) === 1 && (await raw.exists(keys.lock)) === 0, {
+      message: 'the write to land and the lock to be released after the response',
+    });
     const second = await ask('key=hot&herd=1');
     expect(second.fills).toBe(0);
     expect(second.value).toEqual(first.value);

@@ -1,5 +1,12 @@
-import { getOrComputeWith, onStampedeEvent, resetStats, type StampedeEvent, stats } from '@stampede/core';
-import { freePort } from '@stampede/test-support';
+import {
+  getOrComputeWith,
+  inFlightCount,
+  onStampedeEvent,
+  resetStats,
+  type StampedeEvent,
+  stats,
+} from '@stampede/core';
+import { freePort, waitFor } from '@stampede/test-support';
 import type { Fault } from '@stampede/upstash-rest-server';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createUpstashCache, isUpstashCacheError } from '../src/index.js';
@@ -20,6 +27,8 @@ afterEach(() => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The herd's fill takes this long on purpose: part of the bounded answer time asserted below. */
+const FILL_MS = 50;
 
 async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = performance.now();
@@ -39,7 +48,7 @@ describe.each<Fault>(['500', 'garbage', 'reset', 'hang'])("a REST server answeri
         Array.from({ length: 20 }, () =>
           getOrComputeWith(cache, 'k', { ttl: 60_000, distributedFillLock: true }, async () => {
             fills++;
-            await sleep(50);
+            await sleep(FILL_MS);
             return 'from the fill';
           }),
         ),
@@ -95,8 +104,8 @@ describe('an unreachable server', () => {
     );
     expect(answer.value).toBe('local');
     expect(answer.ms).toBeLessThan(500);
-    // The write runs after the callers have their value; give it time to fail too.
-    await sleep(200);
+    // The write runs after the callers have their value: wait for it to fail too.
+    await waitFor(() => stats().backendErrors >= 3, { timeout: 2_000, message: 'the write to fail' });
     expect(stats().backendErrors).toBe(3);
   });
 });
@@ -109,11 +118,12 @@ describe('recovery', () => {
     const fill = () => ++fills;
     expect(await getOrComputeWith(cache, 'k', { ttl: 60_000 }, fill)).toBe(1);
     // The write runs after the callers have their value: let it fail before healing the server.
-    await sleep(100);
+    await waitFor(() => stats().backendErrors >= 2, { timeout: 2_000, message: 'the write to fail' });
     expect(stats().backendErrors).toBe(2);
     h.server.setFault(null);
     expect(await getOrComputeWith(cache, 'k', { ttl: 60_000 }, fill)).toBe(2);
-    await sleep(100);
+    // Its write lands after the caller has the value; the flight leaves the registry once it has.
+    await waitFor(() => inFlightCount(cache) === 0, { timeout: 2_000, message: 'the write to land' });
     const hitsBefore = stats().hits;
     expect(await getOrComputeWith(cache, 'k', { ttl: 60_000 }, fill)).toBe(2);
     expect(stats().hits).toBe(hitsBefore + 1);

@@ -113,7 +113,8 @@ describe('separate processes sharing the lock over HTTP', () => {
       LOCK_WAIT_TIMEOUT: 8_000,
     });
     heir.child.send('go');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Kill the holder while the heir waits for its lock, not before the heir asked.
+    await heir.next('waiting');
     holder.child.kill('SIGKILL');
     const killedAt = Date.now();
     const done = (await heir.next('done')) as unknown as Done;

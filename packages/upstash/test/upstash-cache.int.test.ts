@@ -1,4 +1,5 @@
 import { type CacheEntry, getOrComputeWith, invalidate, resetStats, stats } from '@stampede/core';
+import { deferred, waitFor } from '@stampede/test-support';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createUpstashCache, isUpstashCacheError, upstashKeys } from '../src/index.js';
 import { type Harness, startHarness } from './harness.js';
@@ -15,6 +16,10 @@ beforeEach(() => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A write on a later millisecond than the one before (the stale-write guard compares ms). */
+const CLOCK_TICK_MS = 2;
+/** The herd's fill takes this long on purpose: the other instance's callers wait on the lock meanwhile. */
+const HERD_FILL_MS = 150;
 
 function entry(value: unknown, createdAt: number, ttl = 60_000): CacheEntry {
   return { value, createdAt, freshUntil: createdAt + ttl, staleUntil: createdAt + ttl };
@@ -55,7 +60,8 @@ describe('stale-write guard and tombstones', () => {
     await cache.delete('k');
     await cache.set('k', entry('too old', startedBefore), { ttl: 60_000 });
     expect(await cache.get('k')).toBeUndefined();
-    await sleep(2);
+    // The scenario: the next write starts on a later millisecond than the delete (the guard compares ms).
+    await sleep(CLOCK_TICK_MS);
     await cache.set('k', entry('fresh', Date.now()), { ttl: 60_000 });
     expect((await cache.get('k'))?.value).toBe('fresh');
   });
@@ -66,8 +72,11 @@ describe('stale-write guard and tombstones', () => {
     const old = Date.now() - 1_000;
     await cache.delete('k');
     expect(await client.pttl(upstashKeys(cache.prefix, 'k').value)).toBeGreaterThan(0);
-    await sleep(300);
-    expect(await client.exists(upstashKeys(cache.prefix, 'k').value)).toBe(0);
+    // Gone within twice its 150 ms tombstoneTtl.
+    await waitFor(async () => (await client.exists(upstashKeys(cache.prefix, 'k').value)) === 0, {
+      timeout: 300,
+      message: 'the tombstone to expire',
+    });
     await cache.set('k', entry('old but allowed', old), { ttl: 60_000 });
     expect((await cache.get('k'))?.value).toBe('old but allowed');
   });
@@ -76,17 +85,17 @@ describe('stale-write guard and tombstones', () => {
     const prefix = h.nextPrefix();
     const a = createUpstashCache({ client: h.client(), prefix });
     const b = createUpstashCache({ client: h.client(), prefix });
-    let release: () => void = () => {};
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const gate = deferred<void>();
+    let filling = false;
     const pending = getOrComputeWith(a, 'k', { ttl: 60_000 }, async () => {
-      await gate;
+      filling = true;
+      await gate.promise;
       return 'computed before the invalidation';
     });
-    await sleep(20);
+    // The fill has started (after its read) before the other instance invalidates.
+    await waitFor(() => filling, { message: 'the fill to start' });
     await invalidate(b, 'k');
-    release();
+    gate.resolve();
     expect(await pending).toBe('computed before the invalidation');
     expect(await b.get('k')).toBeUndefined();
   });
@@ -144,7 +153,7 @@ describe('fill lock', () => {
     let fills = 0;
     const fill = async () => {
       fills++;
-      await sleep(150);
+      await sleep(HERD_FILL_MS);
       return { n: 7 };
     };
     const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 20 };

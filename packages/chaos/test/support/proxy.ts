@@ -22,6 +22,11 @@ export interface ChaosProxy {
   dropAll(): void;
   /** Bytes forwarded from clients to the upstream since the start (to prove nothing was sent). */
   readonly bytesUp: number;
+  /**
+   * Bytes received from clients since the start, counted on arrival (before any latency or
+   * black-holing): tells a test that a request is on its way without waiting for it to land.
+   */
+  readonly bytesReceived: number;
   /** Connections accepted since the start. */
   readonly accepted: number;
   /** Connections open now. */
@@ -51,6 +56,7 @@ interface Pipe {
 export async function startProxy(upstreamPort: number, upstreamHost = '127.0.0.1'): Promise<ChaosProxy> {
   let mode: ProxyMode = { kind: 'pass' };
   let bytesUp = 0;
+  let bytesReceived = 0;
   let accepted = 0;
   const pipes = new Set<Pipe>();
 
@@ -95,6 +101,7 @@ export async function startProxy(upstreamPort: number, upstreamHost = '127.0.0.1
 
   const forward = (pipe: Pipe, toUpstream: boolean, chunk: Buffer): void => {
     if (!pipes.has(pipe)) return;
+    if (toUpstream) bytesReceived += chunk.length;
     const delay = mode.kind === 'latency' ? mode.ms : 0;
     (toUpstream ? pipe.up : pipe.down).queue.push({ at: Date.now() + delay, chunk });
     drain(pipe, toUpstream);
@@ -162,6 +169,9 @@ export async function startProxy(upstreamPort: number, upstreamHost = '127.0.0.1
     },
     get bytesUp() {
       return bytesUp;
+    },
+    get bytesReceived() {
+      return bytesReceived;
     },
     get accepted() {
       return accepted;
