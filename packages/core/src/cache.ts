@@ -25,6 +25,15 @@ export interface CacheSetOptions {
    * already expired: see {@link Cache.set}.
    */
   readonly ttl: number | undefined;
+  /**
+   * True for a direct write (`setValue`): it is made after every delete its caller knows of, so it
+   * replaces a delete's marker (tombstone) whatever the two times say, where a fill's write is
+   * refused by a delete newer than the fill's start. The never-older rule against a stored entry
+   * still holds. Remote caches need this: their times are on the server's clock, estimated to within
+   * a round trip, so a write right after a delete could otherwise be taken for an older fill.
+   * @default false
+   */
+  readonly direct?: boolean | undefined;
 }
 
 /** How a fill under a distributed lock ended, told to the lock on release. */

@@ -130,6 +130,8 @@ export interface WriteGuardArgs {
   readonly createdAt: string;
   /** The physical TTL for `PX`, whole milliseconds; `''` for none. For a removal, the tombstone's. */
   readonly px: string;
+  /** `'1'` for a direct write (it replaces a tombstone whatever its time), else `''`. */
+  readonly direct?: string | undefined;
 }
 
 /**
@@ -159,6 +161,8 @@ export interface RemoteWriteOptions {
   readonly tombstoneTtl: number;
   /** The local time, to tell an entry already past its `staleUntil`. @default Date.now() */
   readonly now?: number | undefined;
+  /** A direct write (`CacheSetOptions.direct`): it replaces a tombstone whatever its time. @default false */
+  readonly direct?: boolean | undefined;
 }
 
 /**
@@ -184,18 +188,19 @@ export function remoteWriteArgs(
   const text = encodeEnvelope(onServer, options.serializer);
   const createdAt = integerText(onServer.createdAt);
   const now = options.now ?? Date.now();
+  const direct = options.direct === true ? '1' : '';
   if ((ttl !== undefined && !(ttl > 0)) || entry.staleUntil <= now) {
-    return { text: '', createdAt, px: pxArgument(options.tombstoneTtl) };
+    return { text: '', createdAt, px: pxArgument(options.tombstoneTtl), direct };
   }
   const px = ttl === undefined || !(ttl <= MAX_PX) ? '' : integerText(Math.ceil(ttl));
-  return { text, createdAt, px };
+  return { text, createdAt, px, direct };
 }
 
 /**
  * Lua: KEYS[1] value key; ARGV[1] envelope ('' to remove), ARGV[2] its createdAt, ARGV[3] PX ('' for
- * none; for a removal, the tombstone's). Refuses (0) when the stored entry is newer or a tombstone
- * is newer than the fill's start, so a fill never replaces a newer value nor undoes an invalidation
- * that happened after it started. A removal that is not refused leaves a tombstone at its createdAt.
+ * none; for a removal, the tombstone's), ARGV[4] '1' for a direct write. Refuses (0) when the stored
+ * entry is newer or (unless the write is direct) a tombstone is newer than the fill's start, so a
+ * fill never replaces a newer value nor undoes an invalidation that happened after it started. A removal that is not refused leaves a tombstone at its createdAt.
  * Only a well-formed header of this envelope version counts as an entry: anything else stored there
  * (garbage, another version) reads as a miss, so it must never block the write that repairs it.
  * Every time compared here is the Redis server's clock (tombstones from `TIME`, entries converted
@@ -207,7 +212,7 @@ if current then
   local created = tonumber(ARGV[2])
   local deleted = string.match(current, '^t|(%-?%d+)')
   if deleted then
-    if tonumber(deleted) > created then return 0 end
+    if ARGV[4] ~= '1' and tonumber(deleted) > created then return 0 end
   else
     local stored = string.match(current, '^s${ENVELOPE_VERSION}|(%-?%d+)|%d*|%d*|')
     if stored and tonumber(stored) > created then return 0 end

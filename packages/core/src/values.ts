@@ -87,7 +87,9 @@ export async function setValue<T>(
   const state = stateOf(cache);
   supersede(state, key);
   const entry = entryFor(value, Date.now(), { ttl, grace });
-  await settleBackend(state, key, 'set', () => cache.set(key, entry, { ttl: physicalTtl({ ttl, grace }) }));
+  await settleBackend(state, key, 'set', () =>
+    cache.set(key, entry, { ttl: physicalTtl({ ttl, grace }), direct: true }),
+  );
 }
 
 /**

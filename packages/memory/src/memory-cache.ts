@@ -98,8 +98,10 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     get(key: string): CacheEntry | undefined {
       return lru.get(key);
     },
-    set(key: string, entry: CacheEntry, { ttl }: CacheSetOptions): void {
-      if (deletedAfter(key, entry.createdAt)) return;
+    set(key: string, entry: CacheEntry, { ttl, direct }: CacheSetOptions): void {
+      // A direct write (setValue) comes after every delete its caller knows of: only fills are
+      // refused by a delete newer than their start.
+      if (direct !== true && deletedAfter(key, entry.createdAt)) return;
       if (!shouldReplace(lru.peek(key), entry)) return;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
       // ttl 0) wants the next read to see, and that is a miss.

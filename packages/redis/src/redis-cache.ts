@@ -178,11 +178,11 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
         return undefined;
       }
     },
-    async set(key, entry, { ttl }) {
+    async set(key, entry, { ttl, direct }) {
       const offset = await clock.current();
       let args: WriteGuardArgs;
       try {
-        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl });
+        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
       } catch (cause) {
         throw new RedisCacheError(
           'STAMPEDE_REDIS_ENCODE',
@@ -192,7 +192,12 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       }
       const { text, createdAt, px } = args;
       await context.call('set', key, () =>
-        runScript(client, WRITE_SCRIPT, [redisKeys(prefix, key).value], [text, createdAt, px]),
+        runScript(
+          client,
+          WRITE_SCRIPT,
+          [redisKeys(prefix, key).value],
+          [text, createdAt, px, args.direct ?? ''],
+        ),
       );
     },
     async delete(key) {

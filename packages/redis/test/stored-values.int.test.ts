@@ -5,6 +5,7 @@ import {
   getOrComputeWith,
   getValue,
   inFlightCount,
+  invalidate,
   onStampedeEvent,
   setValue,
 } from '@stampede/core';
@@ -125,6 +126,30 @@ describe('a write that reads as a miss at once removes what is stored', () => {
     await written(filler);
     expect(await getValue(setterOnSamePrefix, 'k')).toBeUndefined();
     expect(setter).toBeDefined();
+  });
+});
+
+describe('a direct write after a delete', () => {
+  it('setValue replaces a tombstone whatever its time; a fill that started before it is refused', async () => {
+    const cache = newCache();
+    // A tombstone 2 s in the future of this replica's estimate of Redis's clock: as a delete looks to
+    // a replica whose estimate is off (by a round trip, or a clock stepped since it measured).
+    await getValue(cache, 'warm');
+    const future = Date.now() + 2_000;
+    await client.set(redisKeys(cache.prefix, 'k').value, `t|${future}`, 'PX', 60_000);
+    await cache.set('k', entry('a fill from before', Date.now(), Date.now() + 60_000), { ttl: 60_000 });
+    expect(await raw(cache, 'k')).toBe(`t|${future}`);
+    await setValue(cache, 'k', 'set after the delete', { ttl: 60_000 });
+    expect(await getValue(cache, 'k')).toBe('set after the delete');
+  });
+
+  it('invalidate then setValue, back to back, always reads back the value', async () => {
+    const cache = newCache();
+    for (let i = 0; i < 50; i++) {
+      await invalidate(cache, 'k');
+      await setValue(cache, 'k', i, { ttl: 60_000 });
+      expect(await getValue(cache, 'k')).toBe(i);
+    }
   });
 });
 

@@ -171,11 +171,11 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
         return undefined;
       }
     },
-    async set(key, entry, { ttl }) {
+    async set(key, entry, { ttl, direct }) {
       const offset = await clock.current();
       let args: WriteGuardArgs;
       try {
-        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl });
+        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
       } catch (cause) {
         throw new UpstashCacheError(
           'STAMPEDE_UPSTASH_ENCODE',
@@ -187,7 +187,12 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       await keepAlive(
         context,
         callUpstash(context, 'set', key, () =>
-          runScript(client, WRITE_SCRIPT, [upstashKeys(prefix, key).value], [text, createdAt, px]),
+          runScript(
+            client,
+            WRITE_SCRIPT,
+            [upstashKeys(prefix, key).value],
+            [text, createdAt, px, args.direct ?? ''],
+          ),
         ),
       );
     },
