@@ -296,7 +296,10 @@ function holdLock(
     stopExtending();
     return releaseLock(state, key, lock, outcome);
   };
-  flight.controller.signal.addEventListener('abort', () => void release('failed'), { once: true });
+  const { signal } = flight.controller;
+  // Given up between the lock phase and now: nothing will abort again, so release at once.
+  if (signal.aborted) void release('failed');
+  else signal.addEventListener('abort', () => void release('failed'), { once: true });
   return release;
 }
 

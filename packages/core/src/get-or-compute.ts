@@ -240,6 +240,8 @@ function afterRead(
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
   const flight = startForegroundFlight(state, key, options);
+  // The leader joins before `execute` calls the fill (synchronously, without the lock): a caller
+  // that joins and leaves from inside the fill must not find the flight without callers.
   const answer = flight.joinAsLeader(options.signal, options.fillTimeout);
   // The write and the lock release finish after the callers have their value: on platforms that
   // freeze work left after the response, they need the request's waitUntil.
