@@ -58,9 +58,9 @@ export interface FlightOptions {
  * so that it can leave alone: when its signal aborts or its own limit passes, it stops waiting and the
  * fill goes on for the others.
  *
- * Every copy of the core loaded in one process shares the registry (see shared.ts), so the fields
- * and methods another copy uses (`key`, `background`, `invalidated`, `frame`, `result`, `join`,
- * `detach`) are part of that shared layout: changing them after a release needs a new layout version.
+ * Every copy of the core loaded in one process shares the registry (see shared.ts), so what another
+ * copy uses of a flight it did not create (`key`, `background`, `invalidated`, `frame`, `join`,
+ * `detach`) is part of that shared layout: changing it after a release needs a new layout version.
  */
 export class Flight {
   /** The key being filled. Set at construction. */
