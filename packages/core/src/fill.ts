@@ -7,15 +7,9 @@ import { Flight } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
-import { setLongTimeout } from './timers.js';
 
 /** A fill function as the core calls it. */
 export type FillFn = (context: FillContext<unknown>) => unknown;
-
-/** Removes `flight` from the registry if it is still the one registered for its key. */
-export function detach(state: CacheState, flight: Flight): void {
-  if (state.flights.get(flight.key) === flight) state.flights.delete(flight.key);
-}
 
 function fillEvent(
   state: CacheState,
@@ -35,43 +29,30 @@ function fillEvent(
   }
 }
 
-/** Registers a new flight for `key`, with its timeout and abandonment handling. */
-export function startFlight(
-  state: CacheState,
-  key: string,
-  options: ResolvedOptions,
-  background: boolean,
-): Flight {
-  const flight = new Flight(key, background, Date.now());
-  state.flights.set(key, flight);
-  if (background) flight.onSettle = releaseRefreshSlot;
-  flight.onAbandon = (reason) => {
-    // Every caller left: nobody wants the value, so stop the fill and let the next caller start afresh.
-    detach(state, flight);
-    flight.settle({ ok: false, kind: 'abandoned', error: reason });
-    flight.controller.abort(reason);
-  };
-  const limit = options.fillTimeout;
-  if (limit !== undefined) {
-    flight.deadline = flight.startedAt + limit;
-    // A long timer (fillTimeout may exceed the 24.8-day timer limit), so it is cleared on settle.
-    const timer = setLongTimeout(() => {
-      const error = new Error(`fill of '${key}' did not settle within ${limit}ms (fillTimeout)`);
-      error.name = 'TimeoutError';
-      detach(state, flight);
-      if (!flight.settle({ ok: false, kind: 'timeout', error })) return;
+function startFlight(state: CacheState, key: string, options: ResolvedOptions, background: boolean): Flight {
+  return new Flight({
+    key,
+    background,
+    registry: state.flights,
+    fillTimeout: options.fillTimeout,
+    onTimeout: (flight) => {
       state.counters.fillTimeouts++;
       if (background) state.counters.backgroundRefreshFailures++;
       fillEvent(state, flight, flight.startedAt, 'timeout');
-      flight.controller.abort(error);
-    }, limit);
-    const onSettle = flight.onSettle;
-    flight.onSettle = () => {
-      timer.clear();
-      onSettle?.();
-    };
-  }
-  return flight;
+    },
+    // A refresh holds one of the process's background-refresh slots until it settles.
+    onSettle: background ? releaseRefreshSlot : undefined,
+  });
+}
+
+/** Registers a fill that callers wait for (a miss); the caller that starts it joins as its leader. */
+export function startForegroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
+  return startFlight(state, key, options, false);
+}
+
+/** Registers a stale-while-revalidate refresh, which no caller waits for. */
+export function startBackgroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
+  return startFlight(state, key, options, true);
 }
 
 /**
@@ -91,8 +72,19 @@ function asCached(state: CacheState, value: unknown): unknown {
 }
 
 /**
- * Writes a value (unless it came from another replica, is `undefined`, or the key was invalidated
- * meanwhile) and hands it to the flight's callers.
+ * Hands a value another replica wrote (found while waiting for the lock, or by the double-check
+ * read) to the flight's callers. It was read from the cache, so it is already what a hit returns,
+ * and there is nothing to write.
+ */
+function deliverFound(flight: Flight, value: unknown): void {
+  if (flight.result !== undefined) return;
+  flight.detach();
+  flight.settle({ ok: true, value });
+}
+
+/**
+ * Writes the fill's value (unless it is `undefined` or the key was invalidated meanwhile) and hands
+ * it to the flight's callers.
  *
  * The callers hear when the fill ends, not when the write lands: a slow backend delays nobody's
  * answer. Until the write has landed (or failed, which is reported) the flight stays registered,
@@ -105,21 +97,20 @@ function asCached(state: CacheState, value: unknown): unknown {
  * A background refresh has no callers to answer early, so it keeps its flight (and its refresh
  * slot) until its write has landed, then settles.
  */
-function deliver(
+function deliverFilled(
   state: CacheState,
   flight: Flight,
   value: unknown,
-  write: boolean,
   options: ResolvedOptions,
 ): Promise<void> | undefined {
   if (flight.result !== undefined) return undefined;
   const pending =
-    write && value !== undefined && !flight.invalidated
+    value !== undefined && !flight.invalidated
       ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options), physicalTtl(options))
       : undefined;
   if (flight.background) {
     const finish = (): void => {
-      detach(state, flight);
+      flight.detach();
       flight.settle({ ok: true, value });
     };
     if (pending === undefined) {
@@ -128,15 +119,14 @@ function deliver(
     }
     return pending.then(finish);
   }
-  // Values from another replica were read from the cache: they are already what a hit returns.
-  const answer = write ? asCached(state, value) : value;
+  const answer = asCached(state, value);
   if (pending === undefined) {
-    detach(state, flight);
+    flight.detach();
     flight.settle({ ok: true, value: answer });
     return undefined;
   }
   flight.settle({ ok: true, value: answer });
-  return pending.then(() => detach(state, flight));
+  return pending.then(() => flight.detach());
 }
 
 /** Gives unfinished work to the platform's `waitUntil`, when the caller supplied one. */
@@ -150,8 +140,26 @@ export function handOff(options: ResolvedOptions, work: Promise<unknown>): void 
 }
 
 /**
- * Runs one flight to its end: the lock protocol when asked for, then the fill, the write and the
- * lock's release. Never rejects. Without the lock the fill function is called synchronously.
+ * What the lock phase leaves to do: run the fill (holding the fleet's lock, or with `lock`
+ * undefined: without it, after a lock wait that timed out or a backend fault), hand over a value
+ * another replica wrote (releasing the lock, if held, as `'filled'`), or stop (the flight was given
+ * up while the lock phase ran; the lock phase has already counted it and released its lock).
+ */
+type LockPhaseResult =
+  | { readonly kind: 'fill'; readonly lock: FillLock | undefined }
+  | { readonly kind: 'found'; readonly value: unknown; readonly lock: FillLock | undefined }
+  | { readonly kind: 'stop' };
+
+const FILL_WITHOUT_LOCK: LockPhaseResult = { kind: 'fill', lock: undefined };
+
+/**
+ * Runs one flight to its end: the lock phase when the fleet's lock is asked for, then the fill phase.
+ * Never rejects. Without the lock the fill function is called synchronously, in this call.
+ *
+ * Every flight ends its lock phase in exactly one of three counters, so that
+ * `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled` holds
+ * whatever happens: `fills` (the fill function runs), `lockWaitHits` (another replica's value) or
+ * `fillsCancelled` (the flight was given up first: every caller left, or `fillTimeout` passed).
  */
 export async function execute(
   state: CacheState,
@@ -160,61 +168,70 @@ export async function execute(
   fill: FillFn,
   stale: unknown,
 ): Promise<void> {
-  const { cache, counters } = state;
+  const next = usesFleetLock(state, options) ? await lockPhase(state, flight, options) : FILL_WITHOUT_LOCK;
+  if (next.kind === 'stop') return;
+  if (next.kind === 'found') {
+    state.counters.lockWaitHits++;
+    deliverFound(flight, next.value);
+    if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
+    return;
+  }
+  await fillPhase(state, flight, options, fill, stale, next.lock);
+}
+
+/** True when the flight should take the fleet's lock; warns (once) if the cache cannot give one. */
+function usesFleetLock(state: CacheState, options: ResolvedOptions): boolean {
+  if (!options.lock) return false;
+  if (state.cache.tryAcquireFillLock !== undefined) return true;
+  warnNoLock(state);
+  return false;
+}
+
+/**
+ * Takes the fleet's fill lock or waits for the replica that holds it (`acquireOrWait`). With the
+ * lock, reads the cache once more: another replica may have filled between our miss and our lock.
+ */
+async function lockPhase(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+): Promise<LockPhaseResult> {
   const key = flight.key;
-  // Every flight ends its lock protocol in exactly one of three counters, so that
-  // `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled` holds
-  // whatever happens: `fills` (the fill function runs), `lockWaitHits` (another replica's value, found
-  // while waiting or by the winner's double-check read) or `fillsCancelled` (the flight was given up
-  // first: every caller left, or fillTimeout passed). Given up means `flight.result` is set.
-  let lock: FillLock | undefined;
-  if (options.lock) {
-    if (cache.tryAcquireFillLock === undefined) {
-      warnNoLock(state);
-    } else {
-      const got = await acquireOrWait(state, key, options, flight.controller.signal);
-      if (got.kind === 'lock') lock = got.lock;
-      if (got.kind === 'aborted' || flight.result !== undefined) {
-        counters.fillsCancelled++;
-        if (lock !== undefined) await releaseLock(state, key, lock, 'failed');
-        return;
-      }
-      let found = got.kind === 'value' ? got.entry : undefined;
-      if (lock !== undefined) {
-        // Double-check: another replica may have filled between our miss and our lock.
-        const entry = await readEntryAsync(state, key);
-        if (flight.result !== undefined) {
-          counters.fillsCancelled++;
-          await releaseLock(state, key, lock, 'failed');
-          return;
-        }
-        if (entry !== undefined && Date.now() < entry.freshUntil) found = entry;
-      }
-      if (found !== undefined) {
-        counters.lockWaitHits++;
-        deliver(state, flight, found.value, false, options);
-        if (lock !== undefined) await releaseLock(state, key, lock, 'filled');
-        return;
-      }
-    }
-  }
-  // The lock is released once: when the fill ends, or as soon as the flight is given up (fillTimeout,
-  // every caller gone) even if the fill itself never returns, so it is not extended forever.
-  let release: (outcome: FillOutcome) => Promise<void> = async () => {};
-  if (lock !== undefined) {
-    const held = lock;
-    const stopExtending = keepLockAlive(state, key, held, options.lockTtl);
-    let released = false;
-    release = (outcome) => {
-      if (released) return Promise.resolve();
-      released = true;
-      stopExtending();
-      return releaseLock(state, key, held, outcome);
-    };
-    flight.controller.signal.addEventListener('abort', () => void release('failed'), { once: true });
-  }
+  const got = await acquireOrWait(state, key, options, flight.controller.signal);
+  const lock = got.kind === 'lock' ? got.lock : undefined;
+  // Given up means `flight.result` is set (see `Flight.result`).
+  if (got.kind === 'aborted' || flight.result !== undefined) return stopped(state, key, lock);
+  if (got.kind === 'value') return { kind: 'found', value: got.entry.value, lock: undefined };
+  if (lock === undefined) return FILL_WITHOUT_LOCK;
+  const entry = await readEntryAsync(state, key);
+  if (flight.result !== undefined) return stopped(state, key, lock);
+  if (entry !== undefined && Date.now() < entry.freshUntil)
+    return { kind: 'found', value: entry.value, lock };
+  return { kind: 'fill', lock };
+}
+
+async function stopped(state: CacheState, key: string, lock: FillLock | undefined): Promise<LockPhaseResult> {
+  state.counters.fillsCancelled++;
+  if (lock !== undefined) await releaseLock(state, key, lock, 'failed');
+  return { kind: 'stop' };
+}
+
+/**
+ * Calls the fill, then delivers its value (or its error) and releases the lock, if one is held. The
+ * fill function is called synchronously, before this function first yields.
+ */
+async function fillPhase(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  fill: FillFn,
+  stale: unknown,
+  lock: FillLock | undefined,
+): Promise<void> {
+  const { counters } = state;
+  const release = lock === undefined ? releaseNothing : holdLock(state, flight, lock, options.lockTtl);
   const context: FillContext<unknown> = {
-    key,
+    key: flight.key,
     signal: flight.controller.signal,
     stale,
     background: flight.background,
@@ -241,18 +258,49 @@ export async function execute(
       counters.fillFailures++;
       if (flight.background) counters.backgroundRefreshFailures++;
       fillEvent(state, flight, startedAt, 'error');
-      // The in-flight entry goes before the callers hear, so the next call retries from scratch.
-      detach(state, flight);
+      // The flight leaves the registry before the callers hear, so the next call retries from scratch.
+      flight.detach();
       flight.settle({ ok: false, kind: 'fill', error });
     }
     await release('failed');
     return;
   }
-  const settledBefore = flight.result !== undefined;
-  if (!settledBefore) fillEvent(state, flight, startedAt, 'ok');
-  const pending = deliver(state, flight, value, true, options);
+  // A flight given up while its fill ran (fillTimeout, every caller gone) has answered its callers
+  // already: its value is neither delivered nor written, and the lock is released as failed.
+  const givenUp = flight.result !== undefined;
+  if (!givenUp) fillEvent(state, flight, startedAt, 'ok');
+  const pending = deliverFilled(state, flight, value, options);
   if (pending !== undefined) await pending;
-  await release(settledBefore ? 'failed' : 'filled');
+  await release(givenUp ? 'failed' : 'filled');
+}
+
+const releaseNothing = async (_outcome: FillOutcome): Promise<void> => {};
+
+/**
+ * Keeps `lock` extended while the fill runs and returns its release, which acts once: when the fill
+ * ends, or as soon as the flight is given up (fillTimeout, every caller gone) even if the fill itself
+ * never returns, so the lock is not extended forever.
+ */
+function holdLock(
+  state: CacheState,
+  flight: Flight,
+  lock: FillLock,
+  lockTtl: number,
+): (outcome: FillOutcome) => Promise<void> {
+  const key = flight.key;
+  const stopExtending = keepLockAlive(state, key, lock, lockTtl);
+  let released = false;
+  const release = (outcome: FillOutcome): Promise<void> => {
+    if (released) return Promise.resolve();
+    released = true;
+    stopExtending();
+    return releaseLock(state, key, lock, outcome);
+  };
+  const { signal } = flight.controller;
+  // Given up between the lock phase and now: nothing will abort again, so release at once.
+  if (signal.aborted) void release('failed');
+  else signal.addEventListener('abort', () => void release('failed'), { once: true });
+  return release;
 }
 
 function warnNoLock(state: CacheState): void {

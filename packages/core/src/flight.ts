@@ -1,10 +1,16 @@
 import { CacheFillError, messageOf } from './errors.js';
 import type { FillFrame } from './shared.js';
+import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** How a fill ended for its callers. */
 export type FlightResult =
   | { readonly ok: true; readonly value: unknown }
   | { readonly ok: false; readonly kind: 'fill' | 'timeout' | 'abandoned'; readonly error: unknown };
+
+type Failure = Exclude<FlightResult, { ok: true }>;
+
+/** The caller that started a foreground fill, or one that joined it. */
+type Role = 'leader' | 'joiner';
 
 interface Deferred {
   readonly promise: Promise<unknown>;
@@ -22,125 +28,133 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
-// Timers fire at once past this delay (a signed 32-bit millisecond count).
-const MAX_TIMER_MS = 2_147_483_647;
-
-/** Calls `callback` after `ms`, for any `ms` (longer delays are split); returns the cancel. */
-function after(ms: number, callback: () => void): () => void {
-  let timer: ReturnType<typeof setTimeout>;
-  const arm = (left: number): void => {
-    timer = setTimeout(
-      left > MAX_TIMER_MS ? () => arm(left - MAX_TIMER_MS) : callback,
-      Math.min(left, MAX_TIMER_MS),
-    );
-  };
-  arm(ms);
-  return () => clearTimeout(timer);
+/** How a {@link Flight} is set up. */
+export interface FlightOptions {
+  /** The key being filled. */
+  readonly key: string;
+  /** A stale-while-revalidate refresh (no caller waits for it) rather than a fill callers wait for. */
+  readonly background: boolean;
+  /** The flights of the key's cache, by key: the flight enters it at once and leaves through `detach`. */
+  readonly registry: Map<string, Flight>;
+  /** The flight's `fillTimeout` (ms), if any. */
+  readonly fillTimeout: number | undefined;
+  /** Called once the `fillTimeout` has given the flight up, after its callers have heard. */
+  readonly onTimeout: (flight: Flight) => void;
+  /** Called once when the flight settles, however it settles. */
+  readonly onSettle?: (() => void) | undefined;
 }
 
 /**
  * One fill in flight for one (cache, key) in this process, and the callers awaiting it.
  *
+ * Life: created and entered in its cache's registry when a miss (or a stale read) starts a fill;
+ * joined by the callers that miss meanwhile; settled once, by the fill's outcome or by giving up
+ * (its `fillTimeout` passed, or every caller left); removed from the registry by `detach`, which may
+ * come after the settle (a flight stays joinable, already settled, until its write has landed).
+ *
  * Callers without an abort signal or a limit of their own share one promise (the leader has its
  * own, since it alone gets the fill's own error), so a herd of 10,000 allocates nothing per waiter.
  * A caller with a signal, or with a `fillTimeout` that ends before the flight's, gets its own promise
  * so that it can leave alone: when its signal aborts or its own limit passes, it stops waiting and the
- * fill goes on for the others. A caller that leaves either way no longer counts as waiting; when the
- * last caller of a foreground fill has left, nobody wants the value and the flight is abandoned.
+ * fill goes on for the others.
+ *
+ * Every copy of the core loaded in one process shares the registry (see shared.ts), so what another
+ * copy uses of a flight it did not create (`key`, `background`, `invalidated`, `frame`, `join`,
+ * `detach`) is part of that shared layout: changing it after a release needs a new layout version.
  */
 export class Flight {
-  /** Aborted when every caller has left, or on `fillTimeout`. */
-  readonly controller = new AbortController();
-  /** Callers still waiting (a background refresh counts none but is never abandoned). */
-  callers = 0;
-  /** Set by invalidation: the result still reaches the callers but is not written. */
-  invalidated = false;
-  /** Set once; later settles are ignored. */
-  result: FlightResult | undefined = undefined;
-  /** The `fillTimeout` timer, if any. */
-  timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  /** The key being filled. Set at construction. */
+  readonly key: string;
   /**
-   * When the flight's own `fillTimeout` releases every caller (ms since the epoch; infinite without
-   * one). A joining caller needs a timer of its own only if its limit ends earlier.
+   * True for a stale-while-revalidate refresh. Set at construction. Such a flight has no leader and
+   * is never abandoned: its callers already have the stale value, and it exists to write a new one.
    */
-  deadline = Number.POSITIVE_INFINITY;
+  readonly background: boolean;
   /**
-   * The async context of the fill function once it is called (see fill-context.ts): tells a call
-   * made from inside the fill that joining this flight would wait for itself. Undefined on runtimes
-   * without async context tracking.
+   * When the flight started (ms since the epoch). Set at construction; written as the entry's
+   * `createdAt`, so the value claims the age of the data the fill read, not of its write.
+   */
+  readonly startedAt: number;
+  /**
+   * When the flight's `fillTimeout` gives it up (ms since the epoch; infinite without one). Set at
+   * construction. A joiner whose own limit ends no earlier needs no timer of its own.
+   */
+  readonly deadline: number;
+  /**
+   * Aborted when the flight is given up (`fillTimeout`, or every caller left), never after it
+   * settled otherwise. Its signal is the fill's `signal`; it also ends a lock wait and releases the
+   * fill lock even if the fill itself never returns.
+   */
+  readonly controller = new AbortController();
+  /**
+   * Callers still waiting. `join`/`joinAsLeader` add one; a caller with its own signal or limit
+   * removes itself when it leaves; `settle` resets it to 0. When a leave brings it to 0 before a
+   * foreground flight settles, the flight is abandoned. A background flight counts only joiners.
+   */
+  callers = 0;
+  /**
+   * Set (never cleared) by `setValue`/`invalidate` while the flight runs: the key changed under the
+   * fill, so its result still reaches the callers but is not written.
+   */
+  invalidated = false;
+  /**
+   * Written once, by `settle`; undefined until then. Once set the flight is over for its callers
+   * (a later `join` gets it at once, a later `settle` is ignored); what is left is the write and the
+   * lock's release.
+   */
+  result: FlightResult | undefined = undefined;
+  /**
+   * The async context of the fill function, set by `callFill` (fill-context.ts) just before it runs,
+   * and only where the runtime tracks async context. `coalesce` reads it to refuse a call from inside
+   * this very fill, which would wait for itself.
    */
   frame: FillFrame | undefined = undefined;
-  /** Called when the last caller leaves an unsettled foreground fill. */
-  onAbandon: ((reason: unknown) => void) | undefined = undefined;
-  /** Called once when the flight settles. */
-  onSettle: (() => void) | undefined = undefined;
 
+  /** Where the flight is registered; `detach` removes it only if it is still the key's flight. */
+  private readonly registry: Map<string, Flight>;
+  private readonly onTimeout: (flight: Flight) => void;
+  private readonly onSettle: (() => void) | undefined;
+  /** The `fillTimeout` timer: armed at construction, cleared by `settle`. */
+  private readonly timeout: LongTimeout | undefined;
+  /** The leader's promise, made on its `joinAsLeader` (when it has no signal or limit of its own). */
   private leader: Deferred | undefined = undefined;
+  /** The promise every joiner without a signal or limit of its own shares, made by the first. */
   private shared: Deferred | undefined = undefined;
+  /** The error those joiners share, made once on failure so that 10,000 of them cost one. */
   private sharedError: CacheFillError | undefined = undefined;
+  /** How to answer each caller that has a promise of its own; it leaves this set when it leaves. */
   private readonly individual = new Set<(result: FlightResult) => void>();
 
-  constructor(
-    /** The key being filled. */
-    readonly key: string,
-    /** True for a stale-while-revalidate refresh. */
-    readonly background: boolean,
-    /** When the flight started (ms since the epoch): the written entry's `createdAt`. */
-    readonly startedAt: number,
-  ) {}
+  constructor(options: FlightOptions) {
+    this.key = options.key;
+    this.background = options.background;
+    this.registry = options.registry;
+    this.onTimeout = options.onTimeout;
+    this.onSettle = options.onSettle;
+    this.startedAt = Date.now();
+    this.registry.set(this.key, this);
+    const limit = options.fillTimeout;
+    this.deadline = limit === undefined ? Number.POSITIVE_INFINITY : this.startedAt + limit;
+    // A long timer: fillTimeout may exceed the 24.8-day limit of a single one.
+    this.timeout = limit === undefined ? undefined : setLongTimeout(() => this.timedOut(limit), limit);
+  }
+
+  /** Waits for this fill as the caller that started it: it alone gets the fill's own error. */
+  joinAsLeader(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
+    return this.wait('leader', signal, limit);
+  }
 
   /**
-   * Waits for this fill. `leader` is the caller that started it; `signal` and `limit` (this caller's
-   * own `fillTimeout`, ms) let this caller stop waiting before the fill ends.
+   * Waits for this fill as a caller that found it in flight. `signal` and `limit` (this caller's own
+   * `fillTimeout`, ms) let this caller stop waiting before the fill ends.
    */
-  join(leader: boolean, signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
-    const settled = this.result;
-    if (settled !== undefined) {
-      return settled.ok ? Promise.resolve(settled.value) : Promise.reject(this.errorFor(settled, leader));
-    }
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    // The leader's limit is the flight's own deadline; a joiner's matters only if it ends earlier.
-    const timed = limit !== undefined && Date.now() + limit < this.deadline;
-    this.callers++;
-    if (signal === undefined && !timed) {
-      if (leader) {
-        this.leader ??= deferred();
-        return this.leader.promise;
-      }
-      this.shared ??= deferred();
-      return this.shared.promise;
-    }
-    return new Promise((resolve, reject) => {
-      let cancelTimer: (() => void) | undefined;
-      const stop = (): void => {
-        signal?.removeEventListener('abort', onAbort);
-        cancelTimer?.();
-      };
-      const deliver = (result: FlightResult): void => {
-        stop();
-        if (result.ok) resolve(result.value);
-        else reject(this.errorFor(result, leader));
-      };
-      const leave = (reason: unknown, error: unknown): void => {
-        if (!this.individual.delete(deliver)) return;
-        stop();
-        reject(error);
-        this.callers--;
-        if (this.callers === 0 && !this.background && this.result === undefined) this.onAbandon?.(reason);
-      };
-      const onAbort = (): void => leave(signal?.reason, signal?.reason);
-      this.individual.add(deliver);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (timed) {
-        cancelTimer = after(limit, () => {
-          const cause = new Error(
-            `fill of '${this.key}' did not settle within this caller's ${limit}ms (fillTimeout); it goes on for its other callers`,
-          );
-          cause.name = 'TimeoutError';
-          leave(cause, new CacheFillError('timeout', this.key, cause.message, { cause }));
-        });
-      }
-    });
+  join(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
+    return this.wait('joiner', signal, limit);
+  }
+
+  /** Removes the flight from its registry, if it is still the one registered for its key. */
+  detach(): void {
+    if (this.registry.get(this.key) === this) this.registry.delete(this.key);
   }
 
   /** Delivers `result` to every caller; false if the flight had already settled. */
@@ -148,32 +162,104 @@ export class Flight {
     if (this.result !== undefined) return false;
     this.result = result;
     this.callers = 0;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timeout?.clear();
     this.onSettle?.();
     if (result.ok) {
       this.leader?.resolve(result.value);
       this.shared?.resolve(result.value);
     } else {
-      this.leader?.reject(this.errorFor(result, true));
-      this.shared?.reject(this.errorFor(result, false));
+      this.leader?.reject(this.errorFor(result, 'leader'));
+      this.shared?.reject(this.errorFor(result, 'joiner'));
     }
-    for (const deliver of this.individual) deliver(result);
+    for (const answer of this.individual) answer(result);
     this.individual.clear();
     return true;
   }
 
-  private errorFor(result: Exclude<FlightResult, { ok: true }>, leader: boolean): CacheFillError {
-    if (result.kind === 'fill' && leader) {
+  private wait(role: Role, signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
+    const settled = this.result;
+    if (settled !== undefined) {
+      return settled.ok ? Promise.resolve(settled.value) : Promise.reject(this.errorFor(settled, role));
+    }
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    // The leader's limit is the flight's own deadline; a joiner's matters only if it ends earlier.
+    const timed = limit !== undefined && Date.now() + limit < this.deadline;
+    this.callers++;
+    if (signal === undefined && !timed) {
+      if (role === 'leader') {
+        this.leader ??= deferred();
+        return this.leader.promise;
+      }
+      this.shared ??= deferred();
+      return this.shared.promise;
+    }
+    return new Promise((resolve, reject) => {
+      let timer: LongTimeout | undefined;
+      const stop = (): void => {
+        signal?.removeEventListener('abort', onAbort);
+        timer?.clear();
+      };
+      const answer = (result: FlightResult): void => {
+        stop();
+        if (result.ok) resolve(result.value);
+        else reject(this.errorFor(result, role));
+      };
+      const leave = (reason: unknown, error: unknown): void => {
+        if (!this.individual.delete(answer)) return;
+        stop();
+        reject(error);
+        this.callers--;
+        if (this.callers === 0 && !this.background && this.result === undefined) this.abandon(reason);
+      };
+      const onAbort = (): void => leave(signal?.reason, signal?.reason);
+      this.individual.add(answer);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timed) {
+        timer = setLongTimeout(() => {
+          const cause = new Error(
+            `fill of '${this.key}' did not settle within this caller's ${limit}ms (fillTimeout); it goes on for its other callers`,
+          );
+          cause.name = 'TimeoutError';
+          leave(cause, new CacheFillError('timeout', this.key, cause.message, { cause }));
+        }, limit);
+      }
+    });
+  }
+
+  /** The last caller left: nobody wants the value, so stop the fill and let the next caller start afresh. */
+  private abandon(reason: unknown): void {
+    this.giveUp({ ok: false, kind: 'abandoned', error: reason });
+  }
+
+  private timedOut(limit: number): void {
+    const error = new Error(`fill of '${this.key}' did not settle within ${limit}ms (fillTimeout)`);
+    error.name = 'TimeoutError';
+    this.giveUp({ ok: false, kind: 'timeout', error }, () => this.onTimeout(this));
+  }
+
+  /**
+   * Ends the flight before its fill does. It leaves the registry before its callers hear, so a
+   * caller that retries starts a new fill; then the fill is aborted (its lock released).
+   */
+  private giveUp(result: Failure, report?: () => void): void {
+    this.detach();
+    if (!this.settle(result)) return;
+    report?.();
+    this.controller.abort(result.error);
+  }
+
+  private errorFor(result: Failure, role: Role): CacheFillError {
+    if (result.kind === 'fill' && role === 'leader') {
       return new CacheFillError('fill', this.key, messageOf(result.error), { cause: result.error });
     }
-    if (!leader && this.sharedError !== undefined) return this.sharedError;
+    if (role === 'joiner' && this.sharedError !== undefined) return this.sharedError;
     const error =
       result.kind === 'fill'
         ? new CacheFillError('fill_failed', this.key, messageOf(result.error))
         : result.kind === 'timeout'
           ? new CacheFillError('timeout', this.key, messageOf(result.error), { cause: result.error })
           : new CacheFillError('fill_failed', this.key, 'every caller of this fill left before it finished');
-    if (!leader) this.sharedError = error;
+    if (role === 'joiner') this.sharedError = error;
     return error;
   }
 }

@@ -3,7 +3,7 @@ import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
-import { execute, type FillFn, handOff, startFlight } from './fill.js';
+import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
 import {
@@ -206,7 +206,7 @@ function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): 
   if (flight.frame !== undefined && !flight.frame.done && insideFillOf(flight)) {
     return Promise.reject(selfWaitError(state.name, flight.key));
   }
-  return flight.join(false, options.signal, options.fillTimeout);
+  return flight.join(options.signal, options.fillTimeout);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -239,8 +239,10 @@ function afterRead(
   const inFlight = state.flights.get(key);
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
-  const flight = startFlight(state, key, options, false);
-  const answer = flight.join(true, options.signal, options.fillTimeout);
+  const flight = startForegroundFlight(state, key, options);
+  // The leader joins before `execute` calls the fill (synchronously, without the lock): a caller
+  // that joins and leaves from inside the fill must not find the flight without callers.
+  const answer = flight.joinAsLeader(options.signal, options.fillTimeout);
   // The write and the lock release finish after the callers have their value: on platforms that
   // freeze work left after the response, they need the request's waitUntil.
   handOff(options, execute(state, flight, options, fill, entry?.value));
@@ -261,6 +263,6 @@ function refreshInBackground(
     return;
   }
   state.counters.backgroundRefreshes++;
-  const flight = startFlight(state, key, options, true);
+  const flight = startBackgroundFlight(state, key, options);
   handOff(options, execute(state, flight, options, fill, stale));
 }

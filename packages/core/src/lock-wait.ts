@@ -24,11 +24,12 @@ function lockWaitEvent(
 }
 
 /**
- * The seed's lock-wait protocol. Take the lock, or wait for the holder's value: poll the cache
- * starting at `lockPollInterval`, doubling to a 1 s ceiling, and re-try the lock on every attempt so
- * a crashed holder is replaced once its lock lapses. A push notice (`onFillDone`) cuts a sleep short;
- * after a failed fill the waiter re-contends at once. No value and no lock within `lockWaitTimeout`:
- * fill locally (bounded extra work, never unavailability). A backend fault also means: fill locally.
+ * Takes the fleet's fill lock for `key`, or waits for the replica that holds it to write the value.
+ * While waiting: sleeps from `lockPollInterval`, doubling to a 1 s ceiling, then reads the cache and
+ * tries the lock again, so a crashed holder is replaced once its lock lapses. A push notice
+ * (`onFillDone`) cuts a sleep short; after a failed fill the waiter contends again at once. Neither a
+ * value nor the lock within `lockWaitTimeout`, or a backend fault: `'local'`, fill without the lock
+ * (bounded extra work, never unavailability). `signal` aborting (the flight was given up): `'aborted'`.
  */
 export async function acquireOrWait(
   state: CacheState,

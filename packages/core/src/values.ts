@@ -1,7 +1,6 @@
 import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
 import type { Cache } from './cache.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
-import { detach } from './fill.js';
 import { checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
 import { reportBackendError } from './stats.js';
@@ -27,7 +26,7 @@ function supersede(state: CacheState, key: string): void {
   const flight = state.flights.get(key);
   if (flight !== undefined) {
     flight.invalidated = true;
-    detach(state, flight);
+    flight.detach();
   }
 }
 
