@@ -188,12 +188,12 @@ export function remoteWriteArgs(
   const text = encodeEnvelope(onServer, options.serializer);
   const createdAt = integerText(onServer.createdAt);
   const now = options.now ?? Date.now();
-  const direct = options.direct === true ? '1' : '';
+  const direct = options.direct === true ? { direct: '1' } : {};
   if ((ttl !== undefined && !(ttl > 0)) || entry.staleUntil <= now) {
-    return { text: '', createdAt, px: pxArgument(options.tombstoneTtl), direct };
+    return { text: '', createdAt, px: pxArgument(options.tombstoneTtl), ...direct };
   }
   const px = ttl === undefined || !(ttl <= MAX_PX) ? '' : integerText(Math.ceil(ttl));
-  return { text, createdAt, px, direct };
+  return { text, createdAt, px, ...direct };
 }
 
 /**
