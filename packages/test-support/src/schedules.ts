@@ -81,6 +81,12 @@ export interface ScheduleTarget<C> {
   readonly lock: boolean;
   /** The most replicas a schedule uses (1 for an in-process cache). */
   readonly maxReplicas: number;
+  /**
+   * How close (ms, by `Date.now()`) to a write a value may have been produced and still be ordered
+   * either way. 0 for stores that order on this process's clock; a remote store orders on its own
+   * clock, which each replica knows only to within a round trip. @default 0
+   */
+  readonly orderingSlackMs?: number;
   /** Creates `count` replicas over one fresh backend; `variant` picks adapter options (async reads...). */
   replicas(count: number, variant: number): Promise<ScheduleReplicas<C>> | ScheduleReplicas<C>;
   /** Called before each schedule (fake timers on), and after it (`done`). */
@@ -226,8 +232,8 @@ interface Write {
  * milliseconds, so a value produced in the same millisecond as the write is not judged (the
  * schedule leaves a millisecond on each side of a write, so that is rare).
  */
-function forbids(write: Write, origin: Produced, date: number): boolean {
-  if (origin.at >= write.startedAt || origin.date >= write.date) return false;
+function forbids(write: Write, origin: Produced, date: number, slack: number): boolean {
+  if (origin.at >= write.startedAt || origin.date >= write.date - slack) return false;
   if (write.kind !== 'set' || write.ttl === undefined || date < write.date + write.ttl) return true;
   return origin.deliveredAt !== undefined && origin.deliveredAt < write.startedAt;
 }
@@ -400,7 +406,7 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             return;
           }
           const write = latestWrite(writes, key, startedAt);
-          if (write !== undefined && forbids(write, origin, startDate)) {
+          if (write !== undefined && forbids(write, origin, startDate, target.orderingSlackMs ?? 0)) {
             // An older value after a newer write: on the writer's replica, whatever its source
             // (invalidate and setValue supersede the fills in flight there); on any replica, when the
             // value's flight had already ended, so it can only have come from the store. (Another
@@ -460,7 +466,7 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
       );
       const last = latestWrite(writes, key, tick());
       check(
-        last === undefined || !forbids(last, origin, Date.now()),
+        last === undefined || !forbids(last, origin, Date.now(), target.orderingSlackMs ?? 0),
         `replica ${index} reads ${String(value)} for '${key}' at the end, older than the last ${last?.kind}`,
       );
     }
