@@ -102,11 +102,11 @@ describe('stale-write guard and tombstones', () => {
     expect(pttl).toBeLessThanOrEqual(5_000);
   });
 
-  it('rejects a value the serializer cannot encode with a STAMPEDE_UPSTASH_ENCODE error', async () => {
+  it('rejects a value the serializer cannot encode with an E_STAMPEDE_BACKEND_ENCODE error', async () => {
     const cache = createUpstashCache({ client: h.client(), prefix: h.nextPrefix() });
     const error = await cache.set('k', entry(10n, Date.now()), { ttl: 1_000 }).catch((e: unknown) => e);
     expect(isUpstashCacheError(error)).toBe(true);
-    expect((error as { code: string }).code).toBe('STAMPEDE_UPSTASH_ENCODE');
+    expect((error as { code: string }).code).toBe('E_STAMPEDE_BACKEND_ENCODE');
   });
 });
 
