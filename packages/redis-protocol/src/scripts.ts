@@ -38,8 +38,9 @@ function isNoScript(error: unknown): boolean {
 export function createScriptRunner(client: RedisProtocolClient): ScriptRunner {
   const shas = new Map<string, string | Promise<string | undefined> | undefined>();
   const hash = (source: string): string | Promise<string | undefined> | undefined => {
+    if (client.sha1 === undefined) return defaultSha1(source);
     try {
-      const sha = client.sha1 === undefined ? webSha1(source) : client.sha1(source);
+      const sha = client.sha1(source);
       return typeof sha === 'object' ? sha.catch(() => undefined) : sha;
     } catch {
       return undefined;
@@ -58,4 +59,18 @@ export function createScriptRunner(client: RedisProtocolClient): ScriptRunner {
       return client.eval(script.source, keys, args);
     }
   };
+}
+
+// The Web Crypto digests, shared by every runner of the process: a cache created later (one per
+// request on an edge runtime) does not wait for a digest before its first call, which would
+// widen the round trip its server clock is first measured with.
+const webShas = new Map<string, Promise<string | undefined>>();
+
+function defaultSha1(source: string): Promise<string | undefined> {
+  let sha = webShas.get(source);
+  if (sha === undefined) {
+    sha = webSha1(source).catch(() => undefined);
+    webShas.set(source, sha);
+  }
+  return sha;
 }
