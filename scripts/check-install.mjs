@@ -2,7 +2,9 @@
 // proves that (1) the adapters' heavy peers are not installed and (2) both `import` and `require`
 // work, of the main entry and of the adapter subpath `@stampede/core/adapter` (which shares the
 // main entry's counters, and whose names the main entry does not export). Run after the packages
-// are built.
+// are built. Then installs @stampede/core + @stampede/redis (+ @stampede/redis-protocol, its
+// dependency) with ioredis, their peer, and proves that neither `redis` (node-redis) nor
+// `@upstash/redis` comes along: a binding carries only its own client.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,32 +15,48 @@ const work = mkdtempSync(join(tmpdir(), 'stampede-install-'));
 const run = (cmd, args, cwd) =>
   execFileSync(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
 
-try {
-  const tarballs = [];
-  for (const pkg of ['core', 'memory']) {
-    const out = run('pnpm', ['pack', '--pack-destination', work], join(root, 'packages', pkg));
-    const file = readdirSync(work).find((f) => f.startsWith(`stampede-${pkg}-`) && f.endsWith('.tgz'));
+/** Packs `pkgs` (directories under packages/) into `dir` and returns the tarballs' paths. */
+function pack(pkgs, dir) {
+  return pkgs.map((pkg) => {
+    const out = run('pnpm', ['pack', '--pack-destination', dir], join(root, 'packages', pkg));
+    // `stampede-redis-<version>` but not `stampede-redis-protocol-<version>`.
+    const file = readdirSync(dir).find((f) => new RegExp(`^stampede-${pkg}-\\d.*\\.tgz$`).test(f));
     if (file === undefined) throw new Error(`pnpm pack produced no tarball for ${pkg}:\n${out}`);
-    tarballs.push(join(work, file));
-  }
-  const app = join(work, 'app');
-  run('mkdir', ['-p', app], work);
-  writeFileSync(
-    join(app, 'package.json'),
-    JSON.stringify({ name: 'install-check', private: true, version: '1.0.0' }),
-  );
-  console.log('installing from tarballs:', tarballs.map((t) => t.split('/').pop()).join(', '));
-  run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs], app);
+    return join(dir, file);
+  });
+}
 
-  const forbidden = ['ioredis', '@upstash/redis', 'prom-client'];
+/** Installs `specs` into a fresh project `name` under the work directory; returns its path. */
+function install(name, specs) {
+  const app = join(work, name);
+  run('mkdir', ['-p', app], work);
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name, private: true, version: '1.0.0' }));
+  console.log(`${name}: installing`, specs.map((t) => t.split('/').pop()).join(', '));
+  run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...specs], app);
+  return app;
+}
+
+/** Throws when any of `forbidden` was installed into `app`. */
+function assertAbsent(app, forbidden) {
   const present = forbidden.filter((name) => existsSync(join(app, 'node_modules', name)));
   if (present.length > 0) throw new Error(`installed but must not be: ${present.join(', ')}`);
   console.log(`not installed (as required): ${forbidden.join(', ')}`);
-  for (const name of ['core', 'memory']) {
+}
+
+/** Throws unless every `@stampede/<name>` installed into `app` carries its LICENSE. */
+function assertLicenses(app, names) {
+  for (const name of names) {
     if (!existsSync(join(app, 'node_modules', '@stampede', name, 'LICENSE')))
       throw new Error(`the @stampede/${name} tarball has no LICENSE`);
   }
-  console.log('every tarball carries its LICENSE');
+  console.log(`every tarball carries its LICENSE (${names.join(', ')})`);
+}
+
+try {
+  const tarballs = pack(['core', 'memory'], work);
+  const app = install('install-check', tarballs);
+  assertAbsent(app, ['ioredis', 'redis', '@upstash/redis', 'prom-client']);
+  assertLicenses(app, ['core', 'memory']);
 
   const program = `
     const cache = createMemoryCache({ max: 10 });
@@ -50,7 +68,7 @@ try {
     const back = kit.decodeEnvelope(kit.encodeEnvelope(entry));
     if (back.value !== 'v' || !kit.shouldReplace(undefined, entry) || kit.shouldReplace(entry, { ...entry, createdAt: 1 }))
       throw new Error('@stampede/core/adapter does not work');
-    if ('WRITE_GUARD_LUA' in main || 'encodeEnvelope' in main || typeof kit.WRITE_GUARD_LUA !== 'string')
+    if ('raceTimeout' in main || 'encodeEnvelope' in main || typeof kit.raceTimeout !== 'function')
       throw new Error('the adapter kit leaks into @stampede/core, or is missing from @stampede/core/adapter');
     const before = main.stats().backendErrors;
     kit.reportBackendError('install-check', 'get', 'k', new Error('x'));
@@ -67,6 +85,32 @@ try {
   );
   process.stdout.write(run('node', ['esm.mjs'], app));
   process.stdout.write(run('node', ['cjs.cjs'], app));
+
+  // core + the ioredis binding: the protocol package comes along, no other Redis client does.
+  const redisDir = join(work, 'redis-tarballs');
+  run('mkdir', ['-p', redisDir], work);
+  const redisTarballs = pack(['core', 'redis-protocol', 'redis'], redisDir);
+  const redisApp = install('install-check-redis', [...redisTarballs, 'ioredis@^5']);
+  assertAbsent(redisApp, ['redis', '@upstash/redis', 'prom-client']);
+  assertLicenses(redisApp, ['core', 'redis-protocol', 'redis']);
+  const redisProgram = `
+    if (typeof binding.createRedisCache !== 'function' || typeof protocol.remoteKeys !== 'function')
+      throw new Error('@stampede/redis or @stampede/redis-protocol does not load');
+    if (protocol.remoteKeys('p:', 'k').value !== binding.redisKeys('p:', 'k').value)
+      throw new Error('@stampede/redis does not use the protocol layout');
+    if ('WRITE_GUARD_LUA' in kit) throw new Error('@stampede/core/adapter still carries the Redis layout');
+    console.log(MODE + ': @stampede/redis and @stampede/redis-protocol load; core/adapter has no Redis layout');
+  `;
+  writeFileSync(
+    join(redisApp, 'esm.mjs'),
+    `import * as binding from '@stampede/redis';\nimport * as protocol from '@stampede/redis-protocol';\nimport * as kit from '@stampede/core/adapter';\nconst MODE = 'import';\n${redisProgram}`,
+  );
+  writeFileSync(
+    join(redisApp, 'cjs.cjs'),
+    `const binding = require('@stampede/redis');\nconst protocol = require('@stampede/redis-protocol');\nconst kit = require('@stampede/core/adapter');\nconst MODE = 'require';\n${redisProgram}`,
+  );
+  process.stdout.write(run('node', ['esm.mjs'], redisApp));
+  process.stdout.write(run('node', ['cjs.cjs'], redisApp));
   console.log('install check passed');
 } finally {
   rmSync(work, { recursive: true, force: true });

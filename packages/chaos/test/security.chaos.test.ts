@@ -234,7 +234,7 @@ describe('the Redis password never leaks into errors, logs or events during faul
       app.disconnect();
     });
     expect(text.length).toBeGreaterThan(0);
-    expect(text).toContain('STAMPEDE_REDIS_TIMEOUT');
+    expect(text).toContain('E_STAMPEDE_BACKEND_TIMEOUT');
     expect(text).not.toContain(SECRET);
   });
 

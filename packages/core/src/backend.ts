@@ -1,8 +1,8 @@
 import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
 import type { ResolvedOptions } from './options.js';
+import { raceTimeout } from './race-timeout.js';
 import type { CacheState } from './registry.js';
-import { raceTimeout } from './remote.js';
 import { reportBackendError } from './stats.js';
 import { intervalFor } from './timers.js';
 

@@ -6,7 +6,7 @@ import type { CacheEntry } from './cache.js';
  * the same millisecond as the fill it overrides still lands. Nothing stored means the write lands.
  *
  * This is the rule the memory adapter applies in `set` and the Redis write guard
- * (`WRITE_GUARD_LUA`) applies on the server. Deletions are the adapter's own business (a tombstone
+ * (`WRITE_GUARD_LUA` of `@stampede/redis-protocol`) applies on the server. Deletions are the adapter's own business (a tombstone
  * or a record of when the key was deleted), since a deleted key has no entry to compare with.
  *
  * @param stored - what the cache holds for the key now, or `undefined`

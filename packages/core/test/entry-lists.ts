@@ -40,21 +40,6 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'messageOf',
   'reportBackendError',
   'shouldReplace',
-  // the Redis-protocol layout (to move to a package of its own)
-  'DELETE_LUA',
-  'EXTEND_LOCK_LUA',
-  'MAX_PX',
-  'RELEASE_LOCK_LUA',
-  'SERVER_TIME_LUA',
-  'TOMBSTONE_PREFIX',
-  'WRITE_GUARD_LUA',
-  'checkRemotePrefix',
-  'createServerClock',
-  'decodeStored',
-  'pxArgument',
+  // bounding a backend call in time
   'raceTimeout',
-  'remoteKeys',
-  'remoteWriteArgs',
-  'tombstone',
-  'writeGuardArgs',
 ];

@@ -28,6 +28,16 @@ describe('the adapter kit types stay out of the main entry', () => {
     expectTypeOf<Adapter.Serializer>().toHaveProperty('stringify');
   });
 
+  it('the Redis-protocol types are on neither entry (they live in @stampede/redis-protocol)', () => {
+    // @ts-expect-error: moved to @stampede/redis-protocol
+    type _RemoteKeys = Adapter.RemoteKeys;
+    // @ts-expect-error: moved to @stampede/redis-protocol
+    type _ServerClock = Adapter.ServerClock;
+    // @ts-expect-error: moved to @stampede/redis-protocol
+    type _WriteGuardArgs = Adapter.WriteGuardArgs;
+    expectTypeOf<typeof Adapter.raceTimeout>().toBeFunction();
+  });
+
   it('the Cache contract types are one and the same from both entries', () => {
     expectTypeOf<Main.Cache>().toEqualTypeOf<Adapter.Cache>();
     expectTypeOf<Main.CacheEntry<number>>().toEqualTypeOf<Adapter.CacheEntry<number>>();

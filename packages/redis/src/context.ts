@@ -1,6 +1,11 @@
-import { reportBackendError } from '@stampede/core/adapter';
-import type { RedisClient } from './scripts.js';
-import { withTimeout } from './timeout.js';
+import type { BackendOperation } from '@stampede/core/adapter';
+import {
+  createOperationRunner,
+  createRedisProtocolContext,
+  type RedisProtocolContext,
+} from '@stampede/redis-protocol';
+import { protocolClient, type RedisClient } from './client.js';
+import { RedisCacheError } from './errors.js';
 
 /** What the parts of one Redis cache share. */
 export interface RedisContext {
@@ -8,6 +13,8 @@ export interface RedisContext {
   readonly name: string;
   readonly prefix: string;
   readonly operationTimeout: number;
+  /** The same cache as `@stampede/redis-protocol` sees it (the client adapted, the script runner). */
+  readonly protocol: RedisProtocolContext;
   /** Runs one Redis command, bounded by `operationTimeout`; `onLate` sees a result that came too late. */
   call<T>(
     what: string,
@@ -16,11 +23,7 @@ export interface RedisContext {
     onLate?: (value: T) => void,
   ): Promise<T>;
   /** Counts and emits a fault the core cannot see (decode, encode, publish, subscribe). */
-  report(
-    operation: 'decode' | 'encode' | 'publish' | 'subscribe',
-    key: string | undefined,
-    error: unknown,
-  ): void;
+  report(operation: BackendOperation, key: string | undefined, error: unknown): void;
 }
 
 /** The context of a cache named `name` on `client`. */
@@ -30,28 +33,21 @@ export function createContext(
   prefix: string,
   operationTimeout: number,
 ): RedisContext {
+  const operations = createOperationRunner({
+    name,
+    label: 'redis',
+    operationTimeout,
+    createError: (code, message, options) => new RedisCacheError(code, message, options),
+    mapError: redact,
+  });
   return {
     client,
     name,
     prefix,
     operationTimeout,
-    call<T>(
-      what: string,
-      key: string | undefined,
-      command: () => Promise<T>,
-      onLate?: (value: T) => void,
-    ): Promise<T> {
-      let pending: Promise<T>;
-      try {
-        pending = command();
-      } catch (error) {
-        pending = Promise.reject(error);
-      }
-      return withTimeout(pending.catch(rethrowRedacted), operationTimeout, what, key, onLate);
-    },
-    report(operation, key, error) {
-      reportBackendError(name, operation, key, redact(error));
-    },
+    protocol: createRedisProtocolContext(protocolClient(client), prefix, operations),
+    call: (what, key, command, onLate) => operations.call(what, key, command, onLate),
+    report: (operation, key, error) => operations.report(operation, key, error),
   };
 }
 
@@ -79,8 +75,4 @@ export function redact(error: unknown): unknown {
     }
   }
   return error;
-}
-
-function rethrowRedacted(error: unknown): never {
-  throw redact(error);
 }

@@ -1,13 +1,12 @@
-import { type RemoteKeys, remoteKeys } from '@stampede/core/adapter';
+import { type RemoteKeys, remoteKeys } from '@stampede/redis-protocol';
 
-export { checkRemotePrefix as checkPrefix } from '@stampede/core/adapter';
-
-/** The Redis names one cache key maps to (the layout every stampede Redis-protocol adapter shares). */
+/** The Redis names one cache key maps to (the layout every stampede Redis-protocol binding shares). */
 export type RedisKeys = RemoteKeys;
 
 /**
  * The Redis key names for `key` under `prefix`: `<prefix>{<escaped key>}` for the value, with
- * `:lock` and `:done` appended for the lock and the channel, all in one Redis Cluster hash slot.
+ * `:lock` and `:done` appended for the lock and the channel, all in one Redis Cluster hash slot
+ * (the layout of `@stampede/redis-protocol`).
  *
  * @throws RangeError for a prefix whose first `{` is directly followed by `}`
  * @example

@@ -1,7 +1,7 @@
 import type { FillOutcome } from '@stampede/core/adapter';
+import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
-import type { RedisClient } from './scripts.js';
 
 /** Push wake-up: one subscriber connection per cache, shared by every waiting key. */
 export interface Notifier {

@@ -1,28 +1,17 @@
-import {
-  type Cache,
-  type CacheEntry,
-  type CacheSetOptions,
-  createServerClock,
-  type Duration,
-  decodeStored,
-  type FillLock,
-  type FillOutcome,
-  messageOf,
-  pxArgument,
-  remoteWriteArgs,
-  roundTripValue,
-  type SerializerOption,
-  toPositiveMilliseconds,
-  toSerializer,
-  type WriteGuardArgs,
+import type {
+  Cache,
+  CacheEntry,
+  CacheSetOptions,
+  Duration,
+  FillLock,
+  FillOutcome,
+  SerializerOption,
 } from '@stampede/core/adapter';
+import { createRedisProtocolCache, parseRedisProtocolOptions } from '@stampede/redis-protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { createContext } from './context.js';
 import { RedisCacheError } from './errors.js';
-import { acquireFillLock } from './fill-lock.js';
-import { checkPrefix, redisKeys } from './keys.js';
 import { createNotifier } from './notifier.js';
-import { DELETE_SCRIPT, runScript, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 /** Options of {@link createRedisCache}. */
 export interface RedisCacheOptions {
@@ -103,7 +92,7 @@ export interface RedisCache extends Cache {
 
 function checkOptions(options: RedisCacheOptions): void {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
-  const { client, prefix, name, serializer, pushWakeUp } = options;
+  const { client, pushWakeUp } = options;
   if (
     typeof client !== 'object' ||
     client === null ||
@@ -112,14 +101,6 @@ function checkOptions(options: RedisCacheOptions): void {
   ) {
     throw new TypeError('options.client must be an ioredis Redis or Cluster');
   }
-  if (prefix !== undefined) {
-    if (typeof prefix !== 'string') throw new TypeError('options.prefix must be a string');
-    checkPrefix(prefix);
-  }
-  if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
-    throw new TypeError('options.name must be a non-empty string');
-  }
-  toSerializer(serializer, 'options.serializer');
   if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
     throw new TypeError('options.pushWakeUp must be a boolean');
   }
@@ -141,76 +122,28 @@ function checkOptions(options: RedisCacheOptions): void {
  */
 export function createRedisCache(options: RedisCacheOptions): RedisCache {
   checkOptions(options);
-  const { client, prefix = 'stampede:', name = 'redis', pushWakeUp = true } = options;
-  const serializer = toSerializer(options.serializer, 'options.serializer');
-  const operationTimeout =
-    options.operationTimeout === undefined
-      ? 1_000
-      : toPositiveMilliseconds(options.operationTimeout, 'options.operationTimeout');
-  const tombstoneTtl =
-    options.tombstoneTtl === undefined
-      ? 10_000
-      : toPositiveMilliseconds(options.tombstoneTtl, 'options.tombstoneTtl');
+  const { client, pushWakeUp = true } = options;
+  const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
+    options,
+    'redis',
+  );
   const context = createContext(client, name, prefix, operationTimeout);
   const notifier = createNotifier(context);
-  // Measured on first use and refreshed by later calls; never on a hit's critical path once known.
-  const clock = createServerClock(() =>
-    context.call('time', undefined, () => runScript(client, TIME_SCRIPT, [], [])),
-  );
+  const cache = createRedisProtocolCache(context.protocol, {
+    serializer,
+    tombstoneTtl,
+    createError: (code, message, details) => new RedisCacheError(code, message, details),
+  });
 
   return {
     name,
     prefix,
     client,
-    async get(key) {
-      // Started before the GET so that, on first use, both travel together.
-      const offset = clock.current();
-      const text = await context.call('get', key, () => client.get(redisKeys(prefix, key).value));
-      try {
-        return decodeStored(text, serializer, await offset);
-      } catch (cause) {
-        const error = new RedisCacheError(
-          'STAMPEDE_REDIS_DECODE',
-          `cannot decode the entry of '${key}' (read as a miss): ${messageOf(cause)}`,
-          { key, cause },
-        );
-        context.report('decode', key, error);
-        return undefined;
-      }
-    },
-    async set(key, entry, { ttl, direct }) {
-      const offset = await clock.current();
-      let args: WriteGuardArgs;
-      try {
-        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
-      } catch (cause) {
-        throw new RedisCacheError(
-          'STAMPEDE_REDIS_ENCODE',
-          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
-          { key, cause },
-        );
-      }
-      const { text, createdAt, px } = args;
-      await context.call('set', key, () =>
-        runScript(
-          client,
-          WRITE_SCRIPT,
-          [redisKeys(prefix, key).value],
-          [text, createdAt, px, args.direct ?? ''],
-        ),
-      );
-    },
-    async delete(key) {
-      await context.call('delete', key, () =>
-        runScript(client, DELETE_SCRIPT, [redisKeys(prefix, key).value], [pxArgument(tombstoneTtl)]),
-      );
-    },
-    roundTrip(value) {
-      return roundTripValue(value, serializer);
-    },
-    tryAcquireFillLock(key, ttl) {
-      return acquireFillLock(context, key, ttl);
-    },
+    get: (key) => cache.get(key),
+    set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
+    delete: (key) => cache.delete(key),
+    roundTrip: (value) => cache.roundTrip(value),
+    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
     onFillDone(key, listener) {
       return pushWakeUp ? notifier.listen(key, listener) : () => {};
     },

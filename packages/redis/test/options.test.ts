@@ -40,10 +40,13 @@ describe('createRedisCache options', () => {
 describe('isRedisCacheError', () => {
   it('recognises its own errors and copies from another package instance', () => {
     const cause = new Error('x');
-    const error = new RedisCacheError('STAMPEDE_REDIS_ENCODE', 'cannot serialise', { key: 'k', cause });
+    const error = new RedisCacheError('E_STAMPEDE_BACKEND_ENCODE', 'cannot serialise', { key: 'k', cause });
     expect(isRedisCacheError(error)).toBe(true);
     expect(error.cause).toBe(cause);
-    const copy = Object.assign(new Error('m'), { name: 'RedisCacheError', code: 'STAMPEDE_REDIS_TIMEOUT' });
+    const copy = Object.assign(new Error('m'), {
+      name: 'RedisCacheError',
+      code: 'E_STAMPEDE_BACKEND_TIMEOUT',
+    });
     expect(isRedisCacheError(copy)).toBe(true);
     expect(isRedisCacheError(new Error('m'))).toBe(false);
     expect(isRedisCacheError({ name: 'RedisCacheError', code: 'OTHER' })).toBe(false);

@@ -113,13 +113,13 @@ describe('stored format', () => {
     expect(events).toHaveLength(1);
     expect(events[0]?.operation).toBe('set');
     expect(events[0]?.error).toMatchObject({
-      code: 'STAMPEDE_REDIS_ENCODE',
+      code: 'E_STAMPEDE_BACKEND_ENCODE',
       key: `unserialisable-${_label}`,
     });
     expect(String(events[0]?.error)).toMatch(/cannot serialise/);
     expect(await client.exists(redisKeys(prefix, `unserialisable-${_label}`).value)).toBe(0);
     await expect(setValue(cache, 'unserialisable-direct', 1n)).rejects.toMatchObject({
-      code: 'STAMPEDE_REDIS_ENCODE',
+      code: 'E_STAMPEDE_BACKEND_ENCODE',
     });
   });
 });
@@ -189,11 +189,11 @@ describe('faults', () => {
     const cache = createRedisCache({ client: unreachable, prefix, operationTimeout: 150 });
     try {
       const started = Date.now();
-      await expect(cache.get('k')).rejects.toMatchObject({ code: 'STAMPEDE_REDIS_TIMEOUT', key: 'k' });
+      await expect(cache.get('k')).rejects.toMatchObject({ code: 'E_STAMPEDE_BACKEND_TIMEOUT', key: 'k' });
       await expect(cache.tryAcquireFillLock('k', 1_000)).rejects.toMatchObject({
-        code: 'STAMPEDE_REDIS_TIMEOUT',
+        code: 'E_STAMPEDE_BACKEND_TIMEOUT',
       });
-      await expect(cache.delete('k')).rejects.toMatchObject({ code: 'STAMPEDE_REDIS_TIMEOUT' });
+      await expect(cache.delete('k')).rejects.toMatchObject({ code: 'E_STAMPEDE_BACKEND_TIMEOUT' });
       expect(Date.now() - started).toBeLessThan(2_000);
       const answered = Date.now();
       const value = await getOrComputeWith(

@@ -25,7 +25,7 @@ describe('withTimeout', () => {
     await expect(withTimeout(Promise.reject(new Error('boom')), 100, 'get', 'k')).rejects.toThrow('boom');
   });
 
-  it('rejects with a STAMPEDE_REDIS_TIMEOUT error after the limit, and reports a late result', async () => {
+  it('rejects with an E_STAMPEDE_BACKEND_TIMEOUT error after the limit, and reports a late result', async () => {
     const late = vi.fn();
     const answer = withTimeout(
       new Promise((resolve) => setTimeout(() => resolve('OK'), 500)),
@@ -38,7 +38,7 @@ describe('withTimeout', () => {
     await vi.advanceTimersByTimeAsync(100);
     const error = await caught;
     expect(isRedisCacheError(error)).toBe(true);
-    expect(error).toMatchObject({ code: 'STAMPEDE_REDIS_TIMEOUT', key: 'k' });
+    expect(error).toMatchObject({ code: 'E_STAMPEDE_BACKEND_TIMEOUT', key: 'k' });
     expect(late).not.toHaveBeenCalled();
     await vi.advanceTimersByTimeAsync(400);
     expect(late).toHaveBeenCalledWith('OK');
@@ -53,6 +53,6 @@ describe('withTimeout', () => {
     );
     const caught = answer.catch((error: unknown) => error);
     await vi.advanceTimersByTimeAsync(600);
-    expect(await caught).toMatchObject({ code: 'STAMPEDE_REDIS_TIMEOUT' });
+    expect(await caught).toMatchObject({ code: 'E_STAMPEDE_BACKEND_TIMEOUT' });
   });
 });

@@ -1,3 +1,4 @@
+import type { RedisProtocolClient } from '@stampede/redis-protocol';
 import type { Redis } from '@upstash/redis';
 
 /**
@@ -31,4 +32,17 @@ export function assertUpstashClient(client: unknown): asserts client is UpstashC
       `options.client must be a Redis from @upstash/redis; it has no ${missing.join(', ')} method`,
     );
   }
+}
+
+/**
+ * `client` as the protocol's client. The lock's `PX` goes as a number (the client's option type);
+ * the SHA-1 for EVALSHA is the protocol's default, the Web Crypto API, so nothing here needs Node.
+ */
+export function protocolClient(client: UpstashClient): RedisProtocolClient {
+  return {
+    get: (key) => client.get<unknown>(key),
+    setIfAbsent: (key, value, px) => client.set(key, value, { nx: true, px: Number(px) }),
+    evalsha: (sha, keys, args) => client.evalsha(sha, keys, args),
+    eval: (script, keys, args) => client.eval(script, keys, args),
+  };
 }

@@ -1,30 +1,29 @@
-/** The stable codes of {@link UpstashCacheError}. */
-export type UpstashCacheErrorCode =
-  /** An Upstash request did not answer within `operationTimeout`. */
-  | 'STAMPEDE_UPSTASH_TIMEOUT'
-  /** A value could not be serialised (a BigInt, a cycle, ...): it was not stored. */
-  | 'STAMPEDE_UPSTASH_ENCODE'
-  /** A stored entry could not be decoded: it was read as a miss. */
-  | 'STAMPEDE_UPSTASH_DECODE';
+import {
+  hasRedisProtocolErrorShape,
+  RedisProtocolError,
+  type RedisProtocolErrorCode,
+} from '@stampede/redis-protocol';
+
+/**
+ * The stable codes of {@link UpstashCacheError}, shared by every Redis-protocol binding:
+ * `E_STAMPEDE_BACKEND_TIMEOUT` (an Upstash request did not answer within `operationTimeout`),
+ * `E_STAMPEDE_BACKEND_ENCODE` (a value could not be serialised: it was not stored),
+ * `E_STAMPEDE_BACKEND_DECODE` (a stored entry could not be decoded: it was read as a miss).
+ */
+export type UpstashCacheErrorCode = RedisProtocolErrorCode;
 
 const NAME = 'UpstashCacheError';
 
 /**
  * A fault of `@stampede/upstash` itself (the client's error, if any, is its `cause`). The core never
  * lets one fail a call whose fill succeeds: it reaches you through `onStampedeEvent` as a
- * `backend-error` event, or as the rejection of `setValue` / `invalidate`.
+ * `backend-error` event, or as the rejection of `setValue` / `invalidate`. A `RedisProtocolError`
+ * of `@stampede/redis-protocol`, with the codes every binding shares.
  */
-export class UpstashCacheError extends Error {
-  /** A stable code to branch on (never match the message). */
-  readonly code: UpstashCacheErrorCode;
-  /** The cache key concerned, when there is one. */
-  readonly key: string | undefined;
-
+export class UpstashCacheError extends RedisProtocolError {
   constructor(code: UpstashCacheErrorCode, message: string, options?: { key?: string; cause?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    super(code, message, options);
     this.name = NAME;
-    this.code = code;
-    this.key = options?.key;
   }
 }
 
@@ -33,12 +32,5 @@ export class UpstashCacheError extends Error {
  * `name` and `code`, not only `instanceof`).
  */
 export function isUpstashCacheError(error: unknown): error is UpstashCacheError {
-  if (error instanceof UpstashCacheError) return true;
-  if (typeof error !== 'object' || error === null) return false;
-  const candidate = error as { name?: unknown; code?: unknown };
-  return (
-    candidate.name === NAME &&
-    typeof candidate.code === 'string' &&
-    candidate.code.startsWith('STAMPEDE_UPSTASH_')
-  );
+  return error instanceof UpstashCacheError || hasRedisProtocolErrorShape(error, NAME);
 }

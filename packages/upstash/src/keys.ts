@@ -1,4 +1,4 @@
-import { type RemoteKeys, remoteKeys } from '@stampede/core/adapter';
+import { type RemoteKeys, remoteKeys } from '@stampede/redis-protocol';
 
 /** The Redis names one cache key maps to: the layout `@stampede/redis` uses too. */
 export type UpstashKeys = RemoteKeys;
@@ -6,8 +6,8 @@ export type UpstashKeys = RemoteKeys;
 /**
  * The Redis key names for `key` under `prefix`: `<prefix>{<escaped key>}` for the value, with
  * `:lock` and `:done` appended for the lock and the channel. The layout is `@stampede/redis`'s (both
- * take it from `@stampede/core`), so both adapters can share one database (and one lock) when given
- * the same prefix.
+ * take it from `@stampede/redis-protocol`), so both bindings can share one database (and one lock)
+ * when given the same prefix.
  *
  * @throws RangeError for a prefix whose first `{` is directly followed by `}`
  * @example

@@ -1,26 +1,19 @@
-import {
-  type Cache,
-  type CacheEntry,
-  type CacheSetOptions,
-  createServerClock,
-  type Duration,
-  decodeStored,
-  type FillLock,
-  messageOf,
-  pxArgument,
-  remoteWriteArgs,
-  roundTripValue,
-  type SerializerOption,
-  toPositiveMilliseconds,
-  toSerializer,
-  type WriteGuardArgs,
+import type {
+  Cache,
+  CacheEntry,
+  CacheSetOptions,
+  Duration,
+  FillLock,
+  SerializerOption,
 } from '@stampede/core/adapter';
-import { assertUpstashClient, type UpstashClient } from './client.js';
+import {
+  createOperationRunner,
+  createRedisProtocolCache,
+  createRedisProtocolContext,
+  parseRedisProtocolOptions,
+} from '@stampede/redis-protocol';
+import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
-import { acquireFillLock } from './fill-lock.js';
-import { upstashKeys } from './keys.js';
-import { callUpstash, keepAlive, type OperationContext, report } from './operation.js';
-import { DELETE_SCRIPT, runScript, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 /** Options of {@link createUpstashCache}. */
 export interface UpstashCacheOptions {
@@ -102,17 +95,9 @@ function checkOptions(options: UpstashCacheOptions): void {
     throw new TypeError('options must be an object with a client from @upstash/redis');
   }
   assertUpstashClient(options.client);
-  const { prefix, name, serializer } = options;
-  if (prefix !== undefined && typeof prefix !== 'string') {
-    throw new TypeError(`options.prefix must be a string; got ${typeof prefix}`);
-  }
-  if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
-    throw new TypeError('options.name must be a non-empty string');
-  }
   if (options.waitUntil !== undefined && typeof options.waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof options.waitUntil}`);
   }
-  toSerializer(serializer, 'options.serializer');
 }
 
 /**
@@ -133,82 +118,31 @@ function checkOptions(options: UpstashCacheOptions): void {
  */
 export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   checkOptions(options);
-  const { client, prefix = 'stampede:', name = 'upstash' } = options;
-  const serializer = toSerializer(options.serializer, 'options.serializer');
-  const operationTimeout =
-    options.operationTimeout === undefined
-      ? 1_000
-      : toPositiveMilliseconds(options.operationTimeout, 'options.operationTimeout');
-  const tombstoneTtl =
-    options.tombstoneTtl === undefined
-      ? 10_000
-      : toPositiveMilliseconds(options.tombstoneTtl, 'options.tombstoneTtl');
-  const context: OperationContext = { name, operationTimeout, waitUntil: options.waitUntil };
-  // Measured on first use and refreshed by later calls; never on a hit's critical path once known.
-  const clock = createServerClock(() =>
-    callUpstash(context, 'time', undefined, () => runScript(client, TIME_SCRIPT, [], [])),
+  const { client, waitUntil } = options;
+  const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
+    options,
+    'upstash',
   );
+  const createError = (...args: ConstructorParameters<typeof UpstashCacheError>): UpstashCacheError =>
+    new UpstashCacheError(...args);
+  const operations = createOperationRunner({
+    name,
+    label: 'upstash',
+    operationTimeout,
+    createError,
+    waitUntil,
+  });
+  const context = createRedisProtocolContext(protocolClient(client), prefix, operations);
+  const cache = createRedisProtocolCache(context, { serializer, tombstoneTtl, createError });
 
   return {
     name,
     prefix,
     client,
-    async get(key) {
-      // Started before the GET so that, on first use, both travel together.
-      const offset = clock.current();
-      const stored = await callUpstash(context, 'get', key, () =>
-        client.get<unknown>(upstashKeys(prefix, key).value),
-      );
-      try {
-        return decodeStored(stored, serializer, await offset);
-      } catch (cause) {
-        const error = new UpstashCacheError(
-          'STAMPEDE_UPSTASH_DECODE',
-          `cannot decode the entry of '${key}' (read as a miss): ${messageOf(cause)}`,
-          { key, cause },
-        );
-        report(context, 'decode', key, error);
-        return undefined;
-      }
-    },
-    async set(key, entry, { ttl, direct }) {
-      const offset = await clock.current();
-      let args: WriteGuardArgs;
-      try {
-        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
-      } catch (cause) {
-        throw new UpstashCacheError(
-          'STAMPEDE_UPSTASH_ENCODE',
-          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
-          { key, cause },
-        );
-      }
-      const { text, createdAt, px } = args;
-      await keepAlive(
-        context,
-        callUpstash(context, 'set', key, () =>
-          runScript(
-            client,
-            WRITE_SCRIPT,
-            [upstashKeys(prefix, key).value],
-            [text, createdAt, px, args.direct ?? ''],
-          ),
-        ),
-      );
-    },
-    async delete(key) {
-      await keepAlive(
-        context,
-        callUpstash(context, 'delete', key, () =>
-          runScript(client, DELETE_SCRIPT, [upstashKeys(prefix, key).value], [pxArgument(tombstoneTtl)]),
-        ),
-      );
-    },
-    roundTrip(value) {
-      return roundTripValue(value, serializer);
-    },
-    tryAcquireFillLock(key, ttl) {
-      return acquireFillLock(client, context, prefix, key, ttl);
-    },
+    get: (key) => cache.get(key),
+    set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
+    delete: (key) => cache.delete(key),
+    roundTrip: (value) => cache.roundTrip(value),
+    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
   };
 }

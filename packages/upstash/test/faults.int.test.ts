@@ -76,7 +76,7 @@ describe('operationTimeout', () => {
     h.server.setFault('hang');
     const { value: error, ms } = await timed(() => cache.get('k').catch((e: unknown) => e));
     expect(isUpstashCacheError(error)).toBe(true);
-    expect((error as { code: string }).code).toBe('STAMPEDE_UPSTASH_TIMEOUT');
+    expect((error as { code: string }).code).toBe('E_STAMPEDE_BACKEND_TIMEOUT');
     expect(ms).toBeGreaterThanOrEqual(950);
     expect(ms).toBeLessThan(1_500);
   });

@@ -136,7 +136,7 @@ describe.each(SERIALIZERS)('a value reads back as it was cached, with %s', (_nam
         expect(joined).toBe(original);
         expect(await raw(cache, label)).toBeNull();
         expect(events.map((event) => [event.operation, (event.error as { code?: string }).code])).toEqual([
-          ['set', 'STAMPEDE_UPSTASH_ENCODE'],
+          ['set', 'E_STAMPEDE_BACKEND_ENCODE'],
         ]);
         return;
       }

@@ -1,16 +1,15 @@
 // The storage layout every Redis-protocol adapter (@stampede/redis over TCP, @stampede/upstash over
-// HTTP) shares, kept here so the two stay byte-compatible: pointed at one database with one prefix,
+// HTTP) shares, kept in this one package so they stay byte-compatible: pointed at one database with one prefix,
 // they read each other's entries, honour each other's tombstones and contend for the same lock.
 
-import type { CacheEntry } from './cache.js';
 import {
+  type CacheEntry,
   decodeEnvelope,
   ENVELOPE_VERSION,
   encodeEnvelope,
   integerText,
   type SerializerOption,
-} from './envelope.js';
-import { setLongTimeout } from './timers.js';
+} from '@stampede/core/adapter';
 
 /** The Redis names one cache key maps to. */
 export interface RemoteKeys {
@@ -379,38 +378,3 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 `.trim();
-
-/**
- * Races `command` against `ms` milliseconds: on time-out the promise rejects with `onTimeout()`.
- * The command itself cannot be cancelled (it may sit in a client's offline queue, or a server may
- * answer late), so `onLate` is told its value if it succeeds after all. Any `ms` is honoured, also
- * one past the 24.8-day timer limit.
- */
-export function raceTimeout<T>(
-  command: Promise<T>,
-  ms: number,
-  onTimeout: () => Error,
-  onLate?: (value: T) => void,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let timedOut = false;
-    const timer = setLongTimeout(() => {
-      timedOut = true;
-      reject(onTimeout());
-    }, ms);
-    command.then(
-      (value) => {
-        if (timedOut) onLate?.(value);
-        else {
-          timer.clear();
-          resolve(value);
-        }
-      },
-      (error: unknown) => {
-        if (timedOut) return;
-        timer.clear();
-        reject(error);
-      },
-    );
-  });
-}

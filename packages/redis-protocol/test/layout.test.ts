@@ -1,5 +1,6 @@
+import { encodeEnvelope } from '@stampede/core/adapter';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { checkRemotePrefix, raceTimeout, remoteKeys } from '../src/adapter.js';
+import { checkRemotePrefix, remoteKeys } from '../src/index.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -28,27 +29,11 @@ describe('the shared remote layout', () => {
     expect(() => checkRemotePrefix('app{}:')).toThrow(RangeError);
     expect(() => checkRemotePrefix('app{1}:')).not.toThrow();
   });
-
-  it('raceTimeout rejects on time and tells a late success to onLate', async () => {
-    vi.useFakeTimers();
-    let finish!: (value: string) => void;
-    const command = new Promise<string>((resolve) => {
-      finish = resolve;
-    });
-    const late = vi.fn();
-    const raced = raceTimeout(command, 100, () => new Error('slow'), late).catch((e: Error) => e.message);
-    await vi.advanceTimersByTimeAsync(100);
-    expect(await raced).toBe('slow');
-    finish('eventually');
-    await vi.advanceTimersByTimeAsync(0);
-    expect(late).toHaveBeenCalledWith('eventually');
-    await expect(raceTimeout(Promise.resolve(1), 100, () => new Error('x'))).resolves.toBe(1);
-  });
 });
 
 describe('stored values and write arguments', () => {
   it('reads nothing and tombstones as misses, and encodes entries for the write guard', async () => {
-    const { decodeStored, tombstone, writeGuardArgs, encodeEnvelope } = await import('../src/adapter.js');
+    const { decodeStored, tombstone, writeGuardArgs } = await import('../src/index.js');
     const entry = { value: { n: 1 }, createdAt: 1_000.4, freshUntil: 2_000, staleUntil: 3_000 };
     expect(decodeStored(null)).toBeUndefined();
     expect(decodeStored(undefined)).toBeUndefined();
@@ -71,7 +56,7 @@ describe('remoteWriteArgs', () => {
   const entry = { value: 'v', createdAt: 10_000, freshUntil: 70_000, staleUntil: 80_000 };
 
   it('moves the times to the server clock and back, exactly', async () => {
-    const { decodeStored, remoteWriteArgs } = await import('../src/adapter.js');
+    const { decodeStored, remoteWriteArgs } = await import('../src/index.js');
     const args = remoteWriteArgs(entry, 70_000, { offset: 300_000, tombstoneTtl: 5_000, now: 10_000 });
     expect(args).toEqual({ text: 's1|310000|370000|380000|"v"', createdAt: '310000', px: '70000' });
     expect(decodeStored(args.text, undefined, 300_000)).toEqual(entry);
@@ -79,7 +64,7 @@ describe('remoteWriteArgs', () => {
   });
 
   it('is a removal (a tombstone at createdAt) for a ttl of 0 or an entry already past staleUntil', async () => {
-    const { remoteWriteArgs } = await import('../src/adapter.js');
+    const { remoteWriteArgs } = await import('../src/index.js');
     const removal = { text: '', createdAt: '10000', px: '5000' };
     expect(remoteWriteArgs(entry, 0, { tombstoneTtl: 5_000, now: 10_000 })).toEqual(removal);
     expect(remoteWriteArgs(entry, 70_000, { tombstoneTtl: 5_000, now: 80_000 })).toEqual(removal);
@@ -89,7 +74,7 @@ describe('remoteWriteArgs', () => {
   });
 
   it('stores a physical ttl beyond PX range without PX, and writes huge times as digits', async () => {
-    const { MAX_PX, pxArgument, remoteWriteArgs } = await import('../src/adapter.js');
+    const { MAX_PX, pxArgument, remoteWriteArgs } = await import('../src/index.js');
     const huge = { ...entry, freshUntil: 1e21, staleUntil: Number.MAX_VALUE };
     const args = remoteWriteArgs(huge, 1e21, { tombstoneTtl: 5_000, now: 10_000 });
     expect(args.px).toBe('');
@@ -105,7 +90,7 @@ describe('remoteWriteArgs', () => {
 describe('createServerClock', () => {
   it('measures on first use, then answers synchronously and refreshes in the background', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/adapter.js');
+    const { createServerClock } = await import('../src/index.js');
     let serverAhead = 300_000;
     const read = vi.fn(async () => Date.now() + serverAhead);
     const clock = createServerClock(read, { refreshInterval: 10_000 });
@@ -129,7 +114,7 @@ describe('createServerClock', () => {
 
   it('keeps its estimate while measurements allow it, and moves it when one proves it wrong', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/adapter.js');
+    const { createServerClock } = await import('../src/index.js');
     let answer = (): number => Date.now() + 5_000;
     let roundTrip = 40;
     const clock = createServerClock(
@@ -164,7 +149,7 @@ describe('createServerClock', () => {
 
   it('measures again within 250 ms while a slow first round trip leaves it uncertain', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/adapter.js');
+    const { createServerClock } = await import('../src/index.js');
     let roundTrip = 200;
     const read = vi.fn(async () => {
       const server = Date.now() + 1_000;
@@ -195,7 +180,7 @@ describe('createServerClock', () => {
 
   it('uses this clock (0) when the first measurement fails, and tries again later', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/adapter.js');
+    const { createServerClock } = await import('../src/index.js');
     let fail = true;
     const read = vi.fn(async () => {
       if (fail) throw new Error('down');

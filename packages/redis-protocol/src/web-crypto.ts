@@ -1,4 +1,4 @@
-// The Web Crypto API is global on every runtime this package supports (Node >= 20, Cloudflare
+// The Web Crypto API is global on every runtime the bindings support (Node >= 20, Cloudflare
 // Workers, Vercel Edge, Deno, Bun); typed locally so the package needs neither DOM nor Node types.
 interface WebCrypto {
   getRandomValues<T extends Uint8Array>(array: T): T;
@@ -8,7 +8,7 @@ interface WebCrypto {
 function webCrypto(): WebCrypto {
   const crypto = (globalThis as { crypto?: WebCrypto }).crypto;
   if (crypto === undefined || typeof crypto.getRandomValues !== 'function') {
-    throw new TypeError('@stampede/upstash needs the Web Crypto API (globalThis.crypto)');
+    throw new TypeError('@stampede/redis-protocol needs the Web Crypto API (globalThis.crypto)');
   }
   return crypto;
 }
@@ -25,7 +25,7 @@ export function randomToken(): string {
 }
 
 /** The SHA-1 of `text` as hex (what EVALSHA wants), or `undefined` where SubtleCrypto is missing. */
-export async function sha1(text: string): Promise<string | undefined> {
+export async function webSha1(text: string): Promise<string | undefined> {
   const subtle = webCrypto().subtle;
   if (subtle === undefined) return undefined;
   return hex(new Uint8Array(await subtle.digest('SHA-1', new TextEncoder().encode(text))));

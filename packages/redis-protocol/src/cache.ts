@@ -1,0 +1,119 @@
+import {
+  type CacheEntry,
+  type CacheSetOptions,
+  type FillLock,
+  messageOf,
+  roundTripValue,
+  type Serializer,
+} from '@stampede/core/adapter';
+import type { RedisProtocolContext } from './context.js';
+import type { RedisProtocolErrorFactory } from './errors.js';
+import { acquireFillLock } from './fill-lock.js';
+import {
+  createServerClock,
+  decodeStored,
+  pxArgument,
+  remoteKeys,
+  remoteWriteArgs,
+  type WriteGuardArgs,
+} from './layout.js';
+import { DELETE_SCRIPT, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
+
+/** What {@link createRedisProtocolCache} needs besides the context. */
+export interface RedisProtocolCacheSettings {
+  /** The serializer (already resolved with `toSerializer`). */
+  readonly serializer: Serializer;
+  /** How long a delete's tombstone is kept, in ms. */
+  readonly tombstoneTtl: number;
+  /** Builds the binding's error for an encode or decode fault. */
+  readonly createError: RedisProtocolErrorFactory;
+}
+
+/** The `Cache` operations every Redis-protocol binding shares. */
+export interface RedisProtocolCache {
+  /**
+   * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
+   * undecodable entry (reported, code `E_STAMPEDE_BACKEND_DECODE`) is `undefined`.
+   */
+  get(key: string): Promise<CacheEntry | undefined>;
+  /**
+   * Writes `entry` with `PX ttl` through the write guard, unless a newer entry or tombstone is
+   * there; an entry that would read as a miss at once removes what is stored instead.
+   * @throws an `E_STAMPEDE_BACKEND_ENCODE` error for a value the serializer refuses
+   */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  /** Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl`. */
+  delete(key: string): Promise<void>;
+  /** `value` through the serializer and back: what a later `get` returns for it. */
+  roundTrip(value: unknown): unknown;
+  /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
+  tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+}
+
+/**
+ * The shared body of a Redis-protocol cache on `context`. Entries are stored as the versioned
+ * envelope with their times on the Redis server's clock (the offset is measured with `TIME` on
+ * first use and refreshed by later calls, never on a hit's critical path once known); writes,
+ * deletes and lock releases are handed to the context's `waitUntil`.
+ */
+export function createRedisProtocolCache(
+  context: RedisProtocolContext,
+  settings: RedisProtocolCacheSettings,
+): RedisProtocolCache {
+  const { client, prefix, operations, runScript } = context;
+  const { serializer, tombstoneTtl, createError } = settings;
+  const clock = createServerClock(() =>
+    operations.call('time', undefined, () => runScript(TIME_SCRIPT, [], [])),
+  );
+
+  return {
+    async get(key) {
+      // Started before the GET so that, on first use, both travel together.
+      const offset = clock.current();
+      const stored = await operations.call('get', key, () => client.get(remoteKeys(prefix, key).value));
+      try {
+        return decodeStored(stored, serializer, await offset);
+      } catch (cause) {
+        const error = createError(
+          'E_STAMPEDE_BACKEND_DECODE',
+          `cannot decode the entry of '${key}' (read as a miss): ${messageOf(cause)}`,
+          { key, cause },
+        );
+        operations.report('decode', key, error);
+        return undefined;
+      }
+    },
+    async set(key, entry, { ttl, direct }) {
+      const offset = await clock.current();
+      let args: WriteGuardArgs;
+      try {
+        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
+      } catch (cause) {
+        throw createError(
+          'E_STAMPEDE_BACKEND_ENCODE',
+          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
+          { key, cause },
+        );
+      }
+      const { text, createdAt, px } = args;
+      await operations.keepAlive(
+        operations.call('set', key, () =>
+          runScript(WRITE_SCRIPT, [remoteKeys(prefix, key).value], [text, createdAt, px, args.direct ?? '']),
+        ),
+      );
+    },
+    async delete(key) {
+      await operations.keepAlive(
+        operations.call('delete', key, () =>
+          runScript(DELETE_SCRIPT, [remoteKeys(prefix, key).value], [pxArgument(tombstoneTtl)]),
+        ),
+      );
+    },
+    roundTrip(value) {
+      return roundTripValue(value, serializer);
+    },
+    tryAcquireFillLock(key, ttl) {
+      return acquireFillLock(context, key, ttl);
+    },
+  };
+}

@@ -1,0 +1,29 @@
+/**
+ * What a binding hands the protocol: its Redis client reduced to the few commands stampede sends.
+ * A binding adapts its own client (ioredis over TCP, `@upstash/redis` over HTTP, ...) to this shape;
+ * everything else (keys, scripts, the lock, time-outs, errors) is the protocol's.
+ */
+export interface RedisProtocolClient {
+  /** `GET key`: the stored value, or `null` (or `undefined`) when there is none. */
+  get(key: string): Promise<unknown>;
+  /**
+   * `SET key value NX PX px`: resolves `'OK'` when the key was set, anything else (`null`) when it
+   * already exists. `px` is whole milliseconds as digits.
+   */
+  setIfAbsent(key: string, value: string, px: string): Promise<unknown>;
+  /**
+   * `EVALSHA sha numkeys ...keys ...args`. When the server does not have the script cached it must
+   * reject with an error whose message contains `NOSCRIPT` (Redis's own reply does), so the runner
+   * falls back to {@link RedisProtocolClient.eval}.
+   */
+  evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>;
+  /** `EVAL script numkeys ...keys ...args`. */
+  eval(script: string, keys: string[], args: string[]): Promise<unknown>;
+  /**
+   * The SHA-1 of `text` as lower-case hex, for EVALSHA; `undefined` (or a rejection) makes the
+   * runner send plain EVAL. A synchronous answer (Node's `crypto`) lets the first EVALSHA leave in
+   * the same tick as the call that needs it.
+   * @default the Web Crypto API's SHA-1 (`globalThis.crypto.subtle`), or plain EVAL without it
+   */
+  sha1?(text: string): string | Promise<string | undefined> | undefined;
+}

@@ -1,0 +1,69 @@
+/**
+ * The stable codes of a Redis-protocol binding's own faults, the same in every binding
+ * (`@stampede/redis`, `@stampede/upstash`), in the `E_STAMPEDE_*` style of `@stampede/core`.
+ */
+export type RedisProtocolErrorCode =
+  /** A call to the server did not answer within `operationTimeout`. */
+  | 'E_STAMPEDE_BACKEND_TIMEOUT'
+  /** A value could not be serialised (a BigInt, a cycle, ...): it was not stored. */
+  | 'E_STAMPEDE_BACKEND_ENCODE'
+  /** A stored entry could not be decoded: it was read as a miss. */
+  | 'E_STAMPEDE_BACKEND_DECODE';
+
+/** What every code of {@link RedisProtocolErrorCode} starts with. */
+export const REDIS_PROTOCOL_ERROR_CODE_PREFIX = 'E_STAMPEDE_BACKEND_';
+
+/** Options of a {@link RedisProtocolError}. */
+export interface RedisProtocolErrorOptions {
+  /** The cache key concerned, when there is one. @default undefined */
+  readonly key?: string | undefined;
+  /** The underlying error (the client's, the serializer's). @default undefined */
+  readonly cause?: unknown;
+}
+
+/**
+ * A fault of a Redis-protocol binding itself (the underlying error, if any, is its `cause`). The
+ * core never lets one fail a call whose fill succeeds: it reaches the application through
+ * `onStampedeEvent` as a `backend-error` event, or as the rejection of `setValue` / `invalidate`.
+ * Each binding throws its own subclass (`RedisCacheError`, `UpstashCacheError`) so its `name` says
+ * which one; the codes are this one set.
+ */
+export class RedisProtocolError extends Error {
+  /** A stable code to branch on (never match the message). */
+  readonly code: RedisProtocolErrorCode;
+  /** The cache key concerned, when there is one. */
+  readonly key: string | undefined;
+
+  constructor(code: RedisProtocolErrorCode, message: string, options?: RedisProtocolErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'RedisProtocolError';
+    this.code = code;
+    this.key = options?.key;
+  }
+}
+
+/** Builds the binding's error for a code (its own subclass of {@link RedisProtocolError}). */
+export type RedisProtocolErrorFactory = (
+  code: RedisProtocolErrorCode,
+  message: string,
+  options?: RedisProtocolErrorOptions,
+) => RedisProtocolError;
+
+/**
+ * True when `error` looks like a {@link RedisProtocolError} named `name`, also one made by another
+ * copy of the package (which `instanceof` would miss): it checks the `name` and the code's prefix.
+ */
+export function hasRedisProtocolErrorShape(error: unknown, name: string): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const candidate = error as { name?: unknown; code?: unknown };
+  return (
+    candidate.name === name &&
+    typeof candidate.code === 'string' &&
+    candidate.code.startsWith(REDIS_PROTOCOL_ERROR_CODE_PREFIX)
+  );
+}
+
+/** True for a {@link RedisProtocolError} (any binding's), also one from another copy of the package. */
+export function isRedisProtocolError(error: unknown): error is RedisProtocolError {
+  return error instanceof RedisProtocolError || hasRedisProtocolErrorShape(error, 'RedisProtocolError');
+}

@@ -1,0 +1,60 @@
+import type { FillLock, FillOutcome } from '@stampede/core/adapter';
+import type { RedisProtocolContext } from './context.js';
+import { pxArgument, remoteKeys } from './layout.js';
+import { EXTEND_SCRIPT, RELEASE_SCRIPT } from './scripts.js';
+import { randomToken } from './web-crypto.js';
+
+/**
+ * The handle of a lock on `key` held with `token`. `release` deletes the lock only if `token` still
+ * owns it and announces the outcome on the key's channel in the same script (even when the lock had
+ * lapsed: the fill did end, and waiters re-check either way); it is handed to `waitUntil`.
+ */
+export function fillLockHandle(context: RedisProtocolContext, key: string, token: string): FillLock {
+  const { lock, channel } = remoteKeys(context.prefix, key);
+  const { operations, runScript } = context;
+  let released = false;
+  return {
+    async release(outcome: FillOutcome): Promise<void> {
+      if (released) return;
+      released = true;
+      await operations.keepAlive(
+        operations.call('release', key, () => runScript(RELEASE_SCRIPT, [lock, channel], [token, outcome])),
+      );
+    },
+    async extend(ttl: number): Promise<boolean> {
+      if (released) return false;
+      const held = await operations.call('extend', key, () =>
+        runScript(EXTEND_SCRIPT, [lock], [token, pxArgument(ttl)]),
+      );
+      return Number(held) === 1;
+    },
+  };
+}
+
+/**
+ * `SET <lock> <random token> NX PX <ttl>`: the lock, or `undefined` when another holder has it. A
+ * grant that answers only after `operationTimeout` (the command sat in an offline queue, or the
+ * server was slow) is released at once, so a lock nobody knows about never blocks the fleet for a
+ * whole `lockTtl`.
+ */
+export async function acquireFillLock(
+  context: RedisProtocolContext,
+  key: string,
+  ttl: number,
+): Promise<FillLock | undefined> {
+  const { lock, channel } = remoteKeys(context.prefix, key);
+  const token = randomToken();
+  const granted = await context.operations.call(
+    'lock',
+    key,
+    () => context.client.setIfAbsent(lock, token, pxArgument(ttl)),
+    (late) => {
+      if (late === 'OK') {
+        context.runScript(RELEASE_SCRIPT, [lock, channel], [token, '']).catch(() => {
+          // It lapses after its TTL anyway.
+        });
+      }
+    },
+  );
+  return granted === 'OK' ? fillLockHandle(context, key, token) : undefined;
+}

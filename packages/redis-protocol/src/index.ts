@@ -1,0 +1,63 @@
+export {
+  createRedisProtocolCache,
+  type RedisProtocolCache,
+  type RedisProtocolCacheSettings,
+} from './cache.js';
+export type { RedisProtocolClient } from './client.js';
+export { createRedisProtocolContext, type RedisProtocolContext } from './context.js';
+export {
+  hasRedisProtocolErrorShape,
+  isRedisProtocolError,
+  REDIS_PROTOCOL_ERROR_CODE_PREFIX,
+  RedisProtocolError,
+  type RedisProtocolErrorCode,
+  type RedisProtocolErrorFactory,
+  type RedisProtocolErrorOptions,
+} from './errors.js';
+export { acquireFillLock, fillLockHandle } from './fill-lock.js';
+export {
+  checkRemotePrefix,
+  createServerClock,
+  DELETE_LUA,
+  decodeStored,
+  EXTEND_LOCK_LUA,
+  MAX_PX,
+  pxArgument,
+  RELEASE_LOCK_LUA,
+  type RemoteKeys,
+  type RemoteWriteOptions,
+  remoteKeys,
+  remoteWriteArgs,
+  SERVER_TIME_LUA,
+  type ServerClock,
+  type ServerClockOptions,
+  TOMBSTONE_PREFIX,
+  tombstone,
+  WRITE_GUARD_LUA,
+  type WriteGuardArgs,
+  writeGuardArgs,
+} from './layout.js';
+export {
+  createOperationRunner,
+  type OperationRunner,
+  type OperationRunnerOptions,
+} from './operation.js';
+export {
+  DEFAULT_OPERATION_TIMEOUT,
+  DEFAULT_PREFIX,
+  DEFAULT_TOMBSTONE_TTL,
+  type ParsedRedisProtocolOptions,
+  parseRedisProtocolOptions,
+  type RedisProtocolOptions,
+} from './options.js';
+export {
+  createScriptRunner,
+  DELETE_SCRIPT,
+  EXTEND_SCRIPT,
+  type LuaScript,
+  RELEASE_SCRIPT,
+  type ScriptRunner,
+  TIME_SCRIPT,
+  WRITE_SCRIPT,
+} from './scripts.js';
+export { randomToken } from './web-crypto.js';

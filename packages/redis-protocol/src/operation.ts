@@ -1,0 +1,98 @@
+import { type BackendOperation, raceTimeout, reportBackendError } from '@stampede/core/adapter';
+import type { RedisProtocolErrorFactory } from './errors.js';
+
+/** Options of {@link createOperationRunner}. */
+export interface OperationRunnerOptions {
+  /** The cache's name in reports (stats, `backend-error` events). */
+  readonly name: string;
+  /** Names the backend in time-out messages (`'redis'`, `'upstash'`). */
+  readonly label: string;
+  /** Longest wait for any one call, in ms. */
+  readonly operationTimeout: number;
+  /** Builds the binding's error (for a time-out: code `E_STAMPEDE_BACKEND_TIMEOUT`). */
+  readonly createError: RedisProtocolErrorFactory;
+  /**
+   * Rewrites a client's error before it is rethrown or reported (ioredis hangs the failed command,
+   * arguments included, on its errors; its binding redacts them here).
+   * @default undefined (errors pass unchanged)
+   */
+  readonly mapError?: ((error: unknown) => unknown) | undefined;
+  /**
+   * Hands a write, a delete or a lock release to the platform so it outlives the response
+   * (Cloudflare's or Vercel's `waitUntil`).
+   * @default undefined (nothing to keep alive)
+   */
+  readonly waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
+/** Bounded calls and fault reports of one cache. */
+export interface OperationRunner {
+  /** The cache's name in reports. */
+  readonly name: string;
+  /** Longest wait for any one call, in ms. */
+  readonly operationTimeout: number;
+  /**
+   * Runs one call, racing it against `operationTimeout`: on time-out the promise rejects with an
+   * `E_STAMPEDE_BACKEND_TIMEOUT` error. The call itself cannot be cancelled (it may sit in a
+   * client's offline queue, or a server may answer late), so `onLate` is told its value if it
+   * succeeds after all. A call that throws synchronously rejects.
+   */
+  call<T>(
+    operation: string,
+    key: string | undefined,
+    command: () => Promise<T>,
+    onLate?: (value: T) => void,
+  ): Promise<T>;
+  /** Counts a fault the core cannot see (decode, encode, publish, subscribe) and emits its event. */
+  report(operation: BackendOperation, key: string | undefined, error: unknown): void;
+  /** Hands `request` to the platform's `waitUntil` (when given) so it outlives the response. */
+  keepAlive<T>(request: Promise<T>): Promise<T>;
+}
+
+/** The {@link OperationRunner} of a cache with these options. */
+export function createOperationRunner(options: OperationRunnerOptions): OperationRunner {
+  const { name, label, operationTimeout: ms, createError, mapError, waitUntil } = options;
+  const rethrow = (error: unknown): never => {
+    throw mapError === undefined ? error : mapError(error);
+  };
+  return {
+    name,
+    operationTimeout: ms,
+    call<T>(
+      operation: string,
+      key: string | undefined,
+      command: () => Promise<T>,
+      onLate?: (value: T) => void,
+    ): Promise<T> {
+      let pending: Promise<T>;
+      try {
+        pending = command();
+      } catch (error) {
+        pending = Promise.reject(error);
+      }
+      if (mapError !== undefined) pending = pending.catch(rethrow);
+      return raceTimeout(
+        pending,
+        ms,
+        () =>
+          createError('E_STAMPEDE_BACKEND_TIMEOUT', `${label} ${operation} did not answer within ${ms}ms`, {
+            key,
+          }),
+        onLate,
+      );
+    },
+    report(operation, key, error) {
+      reportBackendError(name, operation, key, mapError === undefined ? error : mapError(error));
+    },
+    keepAlive(request) {
+      if (waitUntil !== undefined) {
+        try {
+          waitUntil(request.catch(() => undefined));
+        } catch {
+          // Outside a request (a script, a test) there is nothing to keep alive.
+        }
+      }
+      return request;
+    },
+  };
+}

@@ -1,0 +1,76 @@
+import type { RedisProtocolClient } from './client.js';
+import { DELETE_LUA, EXTEND_LOCK_LUA, RELEASE_LOCK_LUA, SERVER_TIME_LUA, WRITE_GUARD_LUA } from './layout.js';
+import { webSha1 } from './web-crypto.js';
+
+/** A Lua script the protocol runs (by EVALSHA, falling back to EVAL). */
+export interface LuaScript {
+  /** The script's source, exactly as sent with EVAL (its SHA-1 is what EVALSHA names). */
+  readonly source: string;
+}
+
+/** Refuses a write older than the stored entry or tombstone ({@link WRITE_GUARD_LUA}). */
+export const WRITE_SCRIPT: LuaScript = { source: WRITE_GUARD_LUA };
+
+/** Replaces an entry with a tombstone holding Redis's own time ({@link DELETE_LUA}). */
+export const DELETE_SCRIPT: LuaScript = { source: DELETE_LUA };
+
+/** Redis's time in ms, to measure this process's clock offset ({@link SERVER_TIME_LUA}). */
+export const TIME_SCRIPT: LuaScript = { source: SERVER_TIME_LUA };
+
+/** Releases an owned lock and announces the outcome in the same script ({@link RELEASE_LOCK_LUA}). */
+export const RELEASE_SCRIPT: LuaScript = { source: RELEASE_LOCK_LUA };
+
+/** Extends the lock only for its owner ({@link EXTEND_LOCK_LUA}). */
+export const EXTEND_SCRIPT: LuaScript = { source: EXTEND_LOCK_LUA };
+
+/** Runs one script: resolves with its reply. */
+export type ScriptRunner = (script: LuaScript, keys: string[], args: string[]) => Promise<unknown>;
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.toUpperCase().includes('NOSCRIPT');
+}
+
+/**
+ * A runner of scripts on `client`: EVALSHA, falling back to EVAL when the server does not have the
+ * script cached (a restart, a `SCRIPT FLUSH`, another cluster node or region than last time), and
+ * plain EVAL where no SHA-1 can be computed. Each script's SHA-1 is computed once per runner.
+ */
+export function createScriptRunner(client: RedisProtocolClient): ScriptRunner {
+  const shas = new Map<string, string | Promise<string | undefined> | undefined>();
+  const hash = (source: string): string | Promise<string | undefined> | undefined => {
+    if (client.sha1 === undefined) return defaultSha1(source);
+    try {
+      const sha = client.sha1(source);
+      return typeof sha === 'object' ? sha.catch(() => undefined) : sha;
+    } catch {
+      return undefined;
+    }
+  };
+  return async (script, keys, args) => {
+    if (!shas.has(script.source)) shas.set(script.source, hash(script.source));
+    const known = shas.get(script.source);
+    // A synchronous SHA-1 sends EVALSHA in the caller's tick, as the commands around it are.
+    const sha = typeof known === 'object' ? await known : known;
+    if (sha === undefined) return client.eval(script.source, keys, args);
+    try {
+      return await client.evalsha(sha, keys, args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return client.eval(script.source, keys, args);
+    }
+  };
+}
+
+// The Web Crypto digests, shared by every runner of the process: a cache created later (one per
+// request on an edge runtime) does not wait for a digest before its first call, which would
+// widen the round trip its server clock is first measured with.
+const webShas = new Map<string, Promise<string | undefined>>();
+
+function defaultSha1(source: string): Promise<string | undefined> {
+  let sha = webShas.get(source);
+  if (sha === undefined) {
+    sha = webSha1(source).catch(() => undefined);
+    webShas.set(source, sha);
+  }
+  return sha;
+}

@@ -1,0 +1,143 @@
+import { createHash } from 'node:crypto';
+import { onStampedeEvent } from '@stampede/core';
+import { type CacheEntry, jsonSerializer } from '@stampede/core/adapter';
+import { deletePrefix, randomPrefix, testRedis } from '@stampede/test-support';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createOperationRunner,
+  createRedisProtocolCache,
+  createRedisProtocolContext,
+  createScriptRunner,
+  type RedisProtocolClient,
+  RedisProtocolError,
+  remoteKeys,
+} from '../src/index.js';
+
+let redis: Redis;
+const prefix = randomPrefix('protocol');
+
+// The smallest binding: ioredis adapted to the client interface, as a binding author writes it.
+function adapt(client: Redis, sha1?: RedisProtocolClient['sha1']): RedisProtocolClient {
+  return {
+    get: (key) => client.get(key),
+    setIfAbsent: (key, value, px) => client.set(key, value, 'PX', px, 'NX'),
+    evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+    eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
+    ...(sha1 === undefined ? {} : { sha1 }),
+  };
+}
+
+function cacheOn(client: RedisProtocolClient, name = 'protocol-test') {
+  const createError = (...args: ConstructorParameters<typeof RedisProtocolError>) =>
+    new RedisProtocolError(...args);
+  const operations = createOperationRunner({ name, label: 'test', operationTimeout: 2_000, createError });
+  const context = createRedisProtocolContext(client, prefix, operations);
+  return createRedisProtocolCache(context, { serializer: jsonSerializer, tombstoneTtl: 5_000, createError });
+}
+
+function entry(value: unknown, createdAt = Date.now()): CacheEntry {
+  return { value, createdAt, freshUntil: createdAt + 60_000, staleUntil: createdAt + 120_000 };
+}
+
+beforeAll(async () => {
+  const { url } = await testRedis();
+  redis = new Redis(url);
+});
+
+afterAll(async () => {
+  await deletePrefix(redis, prefix);
+  redis.disconnect();
+});
+
+describe('the script runner', () => {
+  it('falls back to EVAL when the server lacks the script, then runs it by EVALSHA', async () => {
+    // A source no other test sends, so the server cannot have it cached yet.
+    const script = { source: `return '${prefix}'` };
+    const sha = createHash('sha1').update(script.source).digest('hex');
+    expect(await redis.script('EXISTS', sha)).toEqual([0]);
+    const run = createScriptRunner(adapt(redis));
+    expect(await run(script, [], [])).toBe(prefix);
+    // EVAL cached it on the server; the next run's EVALSHA finds it.
+    expect(await redis.script('EXISTS', sha)).toEqual([1]);
+    expect(await run(script, [], [])).toBe(prefix);
+  });
+
+  it('sends plain EVAL when no SHA-1 can be computed, and uses Web Crypto by default', async () => {
+    const source = `return '${prefix}plain'`;
+    const sha = createHash('sha1').update(source).digest('hex');
+    const plain = createScriptRunner(adapt(redis, () => undefined));
+    expect(await plain({ source }, [], [])).toBe(`${prefix}plain`);
+    const evalshaSeen: string[] = [];
+    const client = adapt(redis);
+    const spy: RedisProtocolClient = {
+      ...client,
+      evalsha: (s, keys, args) => {
+        evalshaSeen.push(s);
+        return client.evalsha(s, keys, args);
+      },
+    };
+    expect(await createScriptRunner(spy)({ source }, [], [])).toBe(`${prefix}plain`);
+    expect(evalshaSeen).toEqual([sha]);
+  });
+});
+
+describe('the shared cache body', () => {
+  it('writes and reads the envelope, refuses an older write, and a delete leaves a tombstone', async () => {
+    const cache = cacheOn(adapt(redis));
+    const now = Date.now();
+    await cache.set('k', entry('new', now), { ttl: 60_000 });
+    expect((await cache.get('k'))?.value).toBe('new');
+    const stored = await redis.get(remoteKeys(prefix, 'k').value);
+    expect(stored).toMatch(/^s1\|\d+\|\d+\|\d+\|"new"$/);
+    await cache.set('k', entry('old', now - 10_000), { ttl: 60_000 });
+    expect((await cache.get('k'))?.value).toBe('new');
+    await cache.delete('k');
+    expect(await cache.get('k')).toBeUndefined();
+    expect(await redis.get(remoteKeys(prefix, 'k').value)).toMatch(/^t\|\d+$/);
+    expect(await redis.pttl(remoteKeys(prefix, 'k').value)).toBeLessThanOrEqual(5_000);
+    // A fill that started before the delete cannot bring the value back.
+    await cache.set('k', entry('stale fill', now), { ttl: 60_000 });
+    expect(await cache.get('k')).toBeUndefined();
+  });
+
+  it('reads an undecodable entry as a miss and reports E_STAMPEDE_BACKEND_DECODE', async () => {
+    const cache = cacheOn(adapt(redis), 'protocol-decode');
+    await redis.set(remoteKeys(prefix, 'garbage').value, 's1|not an envelope');
+    const seen: unknown[] = [];
+    const stop = onStampedeEvent((event) => {
+      if (event.type === 'backend-error' && event.cache === 'protocol-decode') seen.push(event.error);
+    });
+    try {
+      expect(await cache.get('garbage')).toBeUndefined();
+    } finally {
+      stop();
+    }
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ code: 'E_STAMPEDE_BACKEND_DECODE', key: 'garbage' });
+  });
+
+  it('refuses a value the serializer cannot encode with E_STAMPEDE_BACKEND_ENCODE', async () => {
+    const cache = cacheOn(adapt(redis));
+    await expect(cache.set('bigint', entry(1n), { ttl: 60_000 })).rejects.toMatchObject({
+      code: 'E_STAMPEDE_BACKEND_ENCODE',
+      key: 'bigint',
+    });
+    expect(await redis.exists(remoteKeys(prefix, 'bigint').value)).toBe(0);
+  });
+
+  it('grants the fill lock to one holder, extends it only for its owner, and frees it on release', async () => {
+    const cache = cacheOn(adapt(redis));
+    const lock = await cache.tryAcquireFillLock('locked', 2_000);
+    expect(lock).toBeDefined();
+    expect(await cache.tryAcquireFillLock('locked', 2_000)).toBeUndefined();
+    expect(await lock?.extend?.(30_000)).toBe(true);
+    expect(await redis.pttl(remoteKeys(prefix, 'locked').lock)).toBeGreaterThan(2_000);
+    await lock?.release('filled');
+    expect(await redis.exists(remoteKeys(prefix, 'locked').lock)).toBe(0);
+    expect(await lock?.extend?.(30_000)).toBe(false);
+    const next = await cache.tryAcquireFillLock('locked', 2_000);
+    expect(next).toBeDefined();
+    await next?.release('failed');
+  });
+});

@@ -1,0 +1,133 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  createOperationRunner,
+  hasRedisProtocolErrorShape,
+  isRedisProtocolError,
+  parseRedisProtocolOptions,
+  RedisProtocolError,
+  type RedisProtocolErrorCode,
+  type RedisProtocolErrorOptions,
+} from '../src/index.js';
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+class BindingError extends RedisProtocolError {
+  constructor(code: RedisProtocolErrorCode, message: string, options?: RedisProtocolErrorOptions) {
+    super(code, message, options);
+    this.name = 'BindingError';
+  }
+}
+
+const createError = (code: RedisProtocolErrorCode, message: string, options?: RedisProtocolErrorOptions) =>
+  new BindingError(code, message, options);
+
+describe('errors', () => {
+  it('carry one E_STAMPEDE_BACKEND_* code, the key and the cause, and are recognised across copies', () => {
+    const cause = new Error('x');
+    const error = createError('E_STAMPEDE_BACKEND_ENCODE', 'cannot serialise', { key: 'k', cause });
+    expect(error).toMatchObject({ name: 'BindingError', code: 'E_STAMPEDE_BACKEND_ENCODE', key: 'k', cause });
+    expect(isRedisProtocolError(error)).toBe(true);
+    const copy = Object.assign(new Error('m'), { name: 'BindingError', code: 'E_STAMPEDE_BACKEND_TIMEOUT' });
+    expect(hasRedisProtocolErrorShape(copy, 'BindingError')).toBe(true);
+    expect(hasRedisProtocolErrorShape(copy, 'OtherError')).toBe(false);
+    expect(
+      hasRedisProtocolErrorShape({ name: 'BindingError', code: 'STAMPEDE_REDIS_TIMEOUT' }, 'BindingError'),
+    ).toBe(false);
+    expect(isRedisProtocolError(new Error('m'))).toBe(false);
+    expect(isRedisProtocolError(null)).toBe(false);
+  });
+});
+
+describe('parseRedisProtocolOptions', () => {
+  it('applies the defaults every binding shares, with the binding name', () => {
+    const parsed = parseRedisProtocolOptions({}, 'binding');
+    expect(parsed).toMatchObject({
+      prefix: 'stampede:',
+      name: 'binding',
+      operationTimeout: 1_000,
+      tombstoneTtl: 10_000,
+    });
+    expect(parsed.serializer.stringify({ a: 1 })).toBe('{"a":1}');
+    expect(
+      parseRedisProtocolOptions({ operationTimeout: '250ms', tombstoneTtl: '1m', prefix: '' }, 'b'),
+    ).toMatchObject({
+      prefix: '',
+      operationTimeout: 250,
+      tombstoneTtl: 60_000,
+    });
+  });
+
+  it('names the option at fault', () => {
+    const parse = (options: object) => () => parseRedisProtocolOptions(options, 'b');
+    expect(parse({ prefix: 1 })).toThrow(/options\.prefix must be a string; got number/);
+    expect(parse({ prefix: 'x{}:' })).toThrow(RangeError);
+    expect(parse({ name: '' })).toThrow(/options\.name/);
+    expect(parse({ serializer: {} })).toThrow(/options\.serializer/);
+    expect(parse({ operationTimeout: 0 })).toThrow(RangeError);
+    expect(parse({ operationTimeout: 'soon' })).toThrow(/options\.operationTimeout/);
+    expect(parse({ tombstoneTtl: -5 })).toThrow(/options\.tombstoneTtl/);
+  });
+});
+
+describe('createOperationRunner', () => {
+  it('turns a time-out into the binding error and tells a late result to onLate', async () => {
+    vi.useFakeTimers();
+    const runner = createOperationRunner({ name: 'b', label: 'kv', operationTimeout: 100, createError });
+    const late = vi.fn();
+    const caught = runner
+      .call('get', 'k', () => new Promise((resolve) => setTimeout(() => resolve('OK'), 500)), late)
+      .catch((error: unknown) => error);
+    await vi.advanceTimersByTimeAsync(100);
+    const error = await caught;
+    expect(error).toBeInstanceOf(BindingError);
+    expect(error).toMatchObject({
+      code: 'E_STAMPEDE_BACKEND_TIMEOUT',
+      key: 'k',
+      message: 'kv get did not answer within 100ms',
+    });
+    await vi.advanceTimersByTimeAsync(400);
+    expect(late).toHaveBeenCalledWith('OK');
+  });
+
+  it('rejects for a command that throws at once, after mapping the error', async () => {
+    const mapError = vi.fn((error: unknown) => Object.assign(error as Error, { mapped: true }));
+    const runner = createOperationRunner({
+      name: 'b',
+      label: 'kv',
+      operationTimeout: 100,
+      createError,
+      mapError,
+    });
+    const error = await runner
+      .call('set', 'k', () => {
+        throw new Error('sync');
+      })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ message: 'sync', mapped: true });
+  });
+
+  it('hands requests to waitUntil, and survives a waitUntil that throws', async () => {
+    const kept: Promise<unknown>[] = [];
+    const runner = createOperationRunner({
+      name: 'b',
+      label: 'kv',
+      operationTimeout: 100,
+      createError,
+      waitUntil: (promise) => kept.push(promise),
+    });
+    await expect(runner.keepAlive(Promise.resolve(1))).resolves.toBe(1);
+    expect(kept).toHaveLength(1);
+    const throwing = createOperationRunner({
+      name: 'b',
+      label: 'kv',
+      operationTimeout: 100,
+      createError,
+      waitUntil: () => {
+        throw new Error('outside a request');
+      },
+    });
+    await expect(throwing.keepAlive(Promise.resolve(2))).resolves.toBe(2);
+  });
+});
