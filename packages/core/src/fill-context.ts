@@ -19,7 +19,7 @@ export function useAsyncContext(create: () => AsyncContextStorage): void {
  */
 export function callFill(flight: Flight, fill: FillFn, context: FillContext<unknown>): unknown {
   const tracking = shared.fills;
-  if (tracking === undefined) return fill(context);
+  if (tracking === undefined || shared.detectSelfCalls === false) return fill(context);
   const { storage } = tracking;
   // A foreground fill started from inside another fill is usually awaited by it, so it stays part of
   // that fill; a background refresh is awaited by nobody and starts a chain of its own.

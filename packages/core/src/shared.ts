@@ -52,6 +52,11 @@ export interface Shared {
   readonly frozenStates: WeakMap<object, CacheState>;
   /** The fill context, set by the entry point of runtimes that have `AsyncLocalStorage`. */
   fills: FillTracking | undefined;
+  /**
+   * Whether fills run in that context (`configure({ detectSelfCalls })`). Optional: a shared object
+   * made by an older copy lacks it, which means true.
+   */
+  detectSelfCalls?: boolean;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');

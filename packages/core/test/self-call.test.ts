@@ -199,3 +199,39 @@ describe('the context costs nothing once no fill runs', () => {
     expect(disable).toHaveBeenCalledTimes(1);
   });
 });
+
+describe('configure({ detectSelfCalls: false })', () => {
+  afterEach(async () => {
+    const { configure } = await import('../src/node.js');
+    configure({ detectSelfCalls: true });
+  });
+
+  it('runs fills outside the async context: a self-call then waits until its fillTimeout', async () => {
+    const { configure } = await import('../src/node.js');
+    vi.useFakeTimers();
+    configure({ detectSelfCalls: false });
+    const cache = testCache();
+    let inner: Promise<unknown> | undefined;
+    const outer = settle(
+      getOrComputeWith(cache, 'k', { fillTimeout: 1_000 }, async () => {
+        await Promise.resolve();
+        inner = getOrCompute(cache, 'k', undefined, () => 2);
+        return inner;
+      }),
+    );
+    await vi.advanceTimersByTimeAsync(999);
+    expect(shared.fills?.running ?? 0).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    const result = await outer;
+    expect(result.ok).toBe(false);
+    expect((result.error as CacheFillError).kind).toBe('timeout');
+    expect(inFlightCount(cache)).toBe(0);
+  });
+
+  it('refuses a value that is not a boolean, naming the setting', async () => {
+    const { configure } = await import('../src/node.js');
+    expect(() => configure({ detectSelfCalls: 'no' as unknown as boolean })).toThrow(
+      /config\.detectSelfCalls/,
+    );
+  });
+});
