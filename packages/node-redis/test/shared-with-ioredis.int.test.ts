@@ -3,7 +3,7 @@ import { createRedisCache } from '@stampede/redis';
 import { deletePrefix, randomPrefix, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNodeRedisCache, type NodeRedisCache } from '../src/index.js';
+import { createNodeRedisCache } from '../src/index.js';
 import { connectedClient } from './helpers.js';
 
 // A node-redis cache and a @stampede/redis (ioredis) cache given the same prefix on the same
