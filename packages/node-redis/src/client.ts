@@ -1,0 +1,56 @@
+import { createHash } from 'node:crypto';
+import type { RedisProtocolClient } from '@stampede/redis-protocol';
+
+/** `keys` and `arguments` of node-redis's `eval` and `evalSha`. */
+interface ScriptOptions {
+  keys: string[];
+  arguments: string[];
+}
+
+/**
+ * The subscriber connection the cache opens with `client.duplicate()`: the few members of a
+ * node-redis 6 client it uses.
+ */
+export interface NodeRedisSubscriber {
+  connect(): Promise<unknown>;
+  subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
+  destroy(): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+}
+
+/**
+ * A client `createNodeRedisCache` accepts: a connected node-redis 6 client (`createClient()` of the
+ * `redis` package), reduced to the members the cache uses, so clients with modules, scripts or RESP3
+ * fit too.
+ */
+export interface NodeRedisClient {
+  get(key: string): Promise<unknown>;
+  set(
+    key: string,
+    value: string,
+    options: { condition: 'NX'; expiration: { type: 'PX'; value: number } },
+  ): Promise<unknown>;
+  evalSha(sha: string, options: ScriptOptions): Promise<unknown>;
+  eval(script: string, options: ScriptOptions): Promise<unknown>;
+  duplicate(): NodeRedisSubscriber;
+  /** False once the client is closed (or before `connect()`). */
+  readonly isOpen: boolean;
+  on(event: 'end', listener: () => void): unknown;
+  off(event: 'end', listener: () => void): unknown;
+}
+
+/** `client` as the protocol's client: node-redis takes keys and arguments as named lists. */
+export function protocolClient(client: NodeRedisClient): RedisProtocolClient {
+  return {
+    get: (key) => client.get(key),
+    setIfAbsent: (key, value, px) =>
+      client.set(key, value, { condition: 'NX', expiration: { type: 'PX', value: Number(px) } }),
+    // A NOSCRIPT reply rejects with an ErrorReply whose message starts with 'NOSCRIPT'.
+    evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
+    eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
+    // Synchronous, so the first EVALSHA of a script leaves in the same tick as its caller.
+    sha1: (text) => createHash('sha1').update(text).digest('hex'),
+  };
+}

@@ -1,0 +1,147 @@
+import type {
+  Cache,
+  CacheEntry,
+  CacheSetOptions,
+  Duration,
+  FillLock,
+  FillOutcome,
+  SerializerOption,
+} from '@stampede/core/adapter';
+import {
+  createOperationRunner,
+  createRedisProtocolCache,
+  createRedisProtocolContext,
+  parseRedisProtocolOptions,
+} from '@stampede/redis-protocol';
+import { type NodeRedisClient, protocolClient } from './client.js';
+import { NodeRedisCacheError } from './errors.js';
+import { createNotifier } from './notifier.js';
+
+/** Options of {@link createNodeRedisCache}. */
+export interface NodeRedisCacheOptions {
+  /**
+   * The node-redis client to use (`createClient()` of the `redis` package), already connected
+   * (`await client.connect()`). You own it: `close()` never closes it (only the subscriber
+   * connection the cache opened itself).
+   */
+  client: NodeRedisClient;
+  /**
+   * Put before every key name this cache writes; two caches with different prefixes never see each
+   * other's entries. Caches of `@stampede/redis` and `@stampede/upstash` with the same prefix share
+   * entries, tombstones, the lock and its announcements with this one.
+   * @default 'stampede:'
+   */
+  prefix?: string | undefined;
+  /** The cache's name in stats, events and metric labels. @default 'node-redis' */
+  name?: string | undefined;
+  /**
+   * Turns values into text and back: any `{ stringify, parse }` object (`JSON`, `superjson`,
+   * `devalue`); the first release's `{ serialize, deserialize }` shape is still accepted.
+   * @default JSON (JSON.stringify / JSON.parse)
+   */
+  serializer?: SerializerOption | undefined;
+  /**
+   * Longest wait for any one Redis call; a call that takes longer fails (a read is then a miss, a
+   * write or a lock attempt a reported fault, and the fill runs locally).
+   * @default 1000 (ms)
+   */
+  operationTimeout?: Duration | undefined;
+  /**
+   * How long a delete's tombstone is kept. While it is, a fill that started before the delete cannot
+   * write its (older) value, on any replica. Raise it if your fills can run longer.
+   * @default 10000 (ms)
+   */
+  tombstoneTtl?: Duration | undefined;
+  /**
+   * Lock losers listen on Redis pub/sub (one shared subscriber connection per cache, opened on first
+   * use with `client.duplicate()`) and fetch the value as soon as the holder announces it; polling
+   * stays as the fallback. Holders always announce, whatever this option says.
+   * @default true
+   */
+  pushWakeUp?: boolean | undefined;
+}
+
+/** A {@link Cache} on Redis through node-redis, with the distributed fill lock and push wake-up. */
+export interface NodeRedisCache extends Cache {
+  readonly name: string;
+  /** The key prefix. */
+  readonly prefix: string;
+  /** The client given in the options. */
+  readonly client: NodeRedisClient;
+  /** The entry for `key`, its times on this process's clock; a tombstone or expired entry is `undefined`. */
+  get(key: string): Promise<CacheEntry | undefined>;
+  /** Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script). */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  /** Replaces the entry with a tombstone kept `tombstoneTtl` ms. */
+  delete(key: string): Promise<void>;
+  /** `value` through the serializer and back: what a later `get` returns for it. */
+  roundTrip(value: unknown): unknown;
+  /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
+  tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
+  onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /** Closes the subscriber connection the cache opened (never the client you passed). */
+  close(): Promise<void>;
+}
+
+function checkOptions(options: NodeRedisCacheOptions): void {
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  const { client, pushWakeUp } = options;
+  if (
+    typeof client !== 'object' ||
+    client === null ||
+    typeof client.evalSha !== 'function' ||
+    typeof client.duplicate !== 'function'
+  ) {
+    throw new TypeError('options.client must be a node-redis client (createClient() of `redis`)');
+  }
+  if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
+    throw new TypeError('options.pushWakeUp must be a boolean');
+  }
+}
+
+/**
+ * A cache on Redis through node-redis 6, with the layout, scripts and lock of
+ * `@stampede/redis-protocol`: the same entries, tombstones and lock as `@stampede/redis` (ioredis)
+ * and `@stampede/upstash` under the same prefix. Connect the client yourself first.
+ *
+ * @example
+ * import { createClient } from 'redis';
+ * const client = createClient({ url: process.env.REDIS_URL });
+ * await client.connect();
+ * const cache = createNodeRedisCache({ client });
+ */
+export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisCache {
+  checkOptions(options);
+  const { client, pushWakeUp = true } = options;
+  const parsed = parseRedisProtocolOptions(options, 'node-redis');
+  const { prefix, name } = parsed;
+  const createError = (...args: ConstructorParameters<typeof NodeRedisCacheError>) =>
+    new NodeRedisCacheError(...args);
+  const operations = createOperationRunner({
+    name,
+    label: 'redis',
+    operationTimeout: parsed.operationTimeout,
+    createError,
+  });
+  const cache = createRedisProtocolCache(
+    createRedisProtocolContext(protocolClient(client), prefix, operations),
+    { serializer: parsed.serializer, tombstoneTtl: parsed.tombstoneTtl, createError },
+  );
+  const notifier = createNotifier(client, prefix, operations);
+
+  return {
+    name,
+    prefix,
+    client,
+    get: (key) => cache.get(key),
+    set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
+    delete: (key) => cache.delete(key),
+    roundTrip: (value) => cache.roundTrip(value),
+    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    onFillDone: (key, listener) => (pushWakeUp ? notifier.listen(key, listener) : () => {}),
+    async close() {
+      notifier.close();
+    },
+  };
+}

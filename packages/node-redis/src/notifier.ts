@@ -1,0 +1,107 @@
+import type { FillOutcome } from '@stampede/core/adapter';
+import { type OperationRunner, remoteKeys } from '@stampede/redis-protocol';
+import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
+
+/** Push wake-up: one subscriber connection per cache, shared by every waiting key. */
+export interface Notifier {
+  /** Calls `listener` when a fill of `key` ends on any replica; returns the function that stops it. */
+  listen(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /** Closes the subscriber connection, if one was opened. */
+  close(): void;
+}
+
+type Listeners = Set<(outcome: FillOutcome) => void>;
+
+/**
+ * A notifier on `client`. The subscriber is `client.duplicate()`, connected on the first `listen`
+ * (a process that never waits never opens it) and owned by this cache, unlike the client. It
+ * follows the client's end: once the user's client has closed, the subscriber is destroyed too, so
+ * a process whose owner closed its clients can exit without also calling `cache.close()`.
+ */
+export function createNotifier(
+  client: NodeRedisClient,
+  prefix: string,
+  operations: OperationRunner,
+): Notifier {
+  const channels = new Map<string, Listeners>();
+  let subscriber: { connection: NodeRedisSubscriber; connected: Promise<unknown> } | undefined;
+  let closed = false;
+
+  // node-redis hands each subscription its own listener: one dispatcher serves every channel.
+  const dispatch = (message: string, channel: string): void => {
+    if (message !== 'filled' && message !== 'failed') return;
+    for (const listener of [...(channels.get(channel) ?? [])]) {
+      try {
+        listener(message);
+      } catch {
+        // One waiter's listener must not keep the others asleep.
+      }
+    }
+  };
+  // Forgets the subscriber and its channels: waiters still listening fall back to polling, and a
+  // later `listen` (on a client connected again) opens a new subscriber and subscribes afresh.
+  const drop = (): void => {
+    const current = subscriber;
+    subscriber = undefined;
+    channels.clear();
+    client.off('end', drop);
+    current?.connection.destroy();
+  };
+
+  const connect = (): NonNullable<typeof subscriber> | undefined => {
+    if (subscriber !== undefined) return subscriber;
+    // A subscriber opened for a closed client would be the one connection left holding the
+    // process open; the waiter polls instead (and its polls fail fast on that client).
+    if (!client.isOpen) return undefined;
+    const connection = client.duplicate();
+    // Connection faults surface as failed or timed-out subscribes; node-redis reconnects and
+    // re-subscribes on its own, and waiters poll meanwhile.
+    connection.on('error', () => {});
+    connection.on('end', () => {
+      // Ended on its own (its reconnect strategy gave up): the next `listen` opens a new one.
+      if (subscriber?.connection === connection) drop();
+    });
+    const connected = connection.connect();
+    connected.catch(() => {});
+    client.on('end', drop);
+    subscriber = { connection, connected };
+    return subscriber;
+  };
+
+  const send = (what: 'subscribe' | 'unsubscribe', key: string, command: () => Promise<unknown>): void => {
+    operations.call(what, key, command).catch((error: unknown) => {
+      operations.report('subscribe', key, error);
+    });
+  };
+
+  return {
+    listen(key, listener) {
+      if (closed) return () => {};
+      const { channel } = remoteKeys(prefix, key);
+      let listeners = channels.get(channel);
+      if (listeners === undefined) {
+        const current = connect();
+        if (current === undefined) return () => {};
+        listeners = new Set();
+        channels.set(channel, listeners);
+        send('subscribe', key, async () => {
+          await current.connected;
+          await current.connection.subscribe(channel, dispatch);
+        });
+      }
+      const own = listeners;
+      own.add(listener);
+      return () => {
+        if (!own.delete(listener) || own.size !== 0 || channels.get(channel) !== own) return;
+        channels.delete(channel);
+        const current = subscriber;
+        if (closed || current === undefined) return;
+        send('unsubscribe', key, () => current.connection.unsubscribe(channel));
+      };
+    },
+    close() {
+      closed = true;
+      drop();
+    },
+  };
+}

@@ -1,0 +1,102 @@
+import { type AddressInfo, createServer } from 'node:net';
+import { randomPrefix, testRedis, waitFor } from '@stampede/test-support';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNodeRedisCache, isNodeRedisCacheError, type NodeRedisClient } from '../src/index.js';
+import { connectedClient } from './helpers.js';
+
+let url: string;
+let observer: Redis;
+
+beforeAll(async () => {
+  url = (await testRedis()).url;
+  observer = new Redis(url);
+});
+afterAll(() => {
+  observer.disconnect();
+});
+
+/** How many connections carry `name` (a duplicate inherits its client's name). */
+async function connectionsNamed(name: string): Promise<number> {
+  const list = String(await observer.client('LIST'));
+  return list.split('\n').filter((line) => line.includes(` name=${name} `)).length;
+}
+
+async function namedClient() {
+  const name = `nr${Math.random().toString(36).slice(2)}`;
+  const client = createClient({ url, name });
+  client.on('error', () => {});
+  await client.connect();
+  return { client, name };
+}
+
+describe('createNodeRedisCache options', () => {
+  it('applies the shared defaults and names itself node-redis', async () => {
+    const client = await connectedClient();
+    const cache = createNodeRedisCache({ client });
+    expect([cache.name, cache.prefix, cache.client]).toEqual(['node-redis', 'stampede:', client]);
+    await cache.close();
+    client.destroy();
+  });
+
+  it('rejects what is not a node-redis client, and bad options, naming the option', () => {
+    expect(() => createNodeRedisCache({ client: {} as NodeRedisClient })).toThrow(/options\.client/);
+    const client = createClient({ url });
+    expect(() => createNodeRedisCache({ client, pushWakeUp: 'yes' as never })).toThrow(/options\.pushWakeUp/);
+    expect(() => createNodeRedisCache({ client, operationTimeout: 0 })).toThrow(RangeError);
+    expect(() => createNodeRedisCache({ client, prefix: 'a{}' })).toThrow(RangeError);
+  });
+
+  it('bounds every call by operationTimeout with a NodeRedisCacheError', async () => {
+    // A server that accepts and never answers: the client's commands wait in its queue for ever.
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    const client = createClient({ url: `redis://127.0.0.1:${port}` });
+    client.on('error', () => {});
+    client.connect().catch(() => {});
+    const cache = createNodeRedisCache({ client, operationTimeout: 50 });
+    const error = await cache.delete('k').catch((caught: unknown) => caught);
+    expect(isNodeRedisCacheError(error)).toBe(true);
+    expect(error).toMatchObject({ name: 'NodeRedisCacheError', code: 'E_STAMPEDE_BACKEND_TIMEOUT' });
+    client.destroy();
+    silent.close();
+  });
+});
+
+describe('the subscriber connection', () => {
+  it('opens on the first wait, and close() closes it but never the client', async () => {
+    const { client, name } = await namedClient();
+    const cache = createNodeRedisCache({ client, prefix: randomPrefix('nr-sub') });
+    expect(await connectionsNamed(name)).toBe(1);
+    const stop = cache.onFillDone('k', () => {});
+    await waitFor(async () => (await connectionsNamed(name)) === 2, { timeout: 5_000 });
+    stop();
+    await cache.close();
+    await waitFor(async () => (await connectionsNamed(name)) === 1, { timeout: 5_000 });
+    expect(client.isOpen).toBe(true);
+    client.destroy();
+  });
+
+  it("ends with the user's client, without cache.close()", async () => {
+    const { client, name } = await namedClient();
+    const cache = createNodeRedisCache({ client, prefix: randomPrefix('nr-end') });
+    cache.onFillDone('k', () => {});
+    await waitFor(async () => (await connectionsNamed(name)) === 2, { timeout: 5_000 });
+    await client.close();
+    await waitFor(async () => (await connectionsNamed(name)) === 0, { timeout: 5_000 });
+    // A closed client opens no new subscriber.
+    cache.onFillDone('j', () => {});
+    expect(await connectionsNamed(name)).toBe(0);
+  });
+
+  it('is never opened with pushWakeUp: false', async () => {
+    const { client, name } = await namedClient();
+    const cache = createNodeRedisCache({ client, prefix: randomPrefix('nr-poll'), pushWakeUp: false });
+    cache.onFillDone('k', () => {})();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await connectionsNamed(name)).toBe(1);
+    client.destroy();
+  });
+});
