@@ -29,7 +29,8 @@ function lockWaitEvent(
  * tries the lock again, so a crashed holder is replaced once its lock lapses. A push notice
  * (`onFillDone`) cuts a sleep short; after a failed fill the waiter contends again at once. Neither a
  * value nor the lock within `lockWaitTimeout`, or a backend fault: `'local'`, fill without the lock
- * (bounded extra work, never unavailability). `signal` aborting (the flight was given up): `'aborted'`.
+ * (bounded extra work, never unavailability); a fault that ends a started wait is a `lockWaitErrors`
+ * count and a `lock-wait` event with outcome `'error'`. `signal` aborting (the flight was given up): `'aborted'`.
  */
 export async function acquireOrWait(
   state: CacheState,
@@ -39,6 +40,8 @@ export async function acquireOrWait(
 ): Promise<LockWaitResult> {
   const { counters } = state;
   const first = await tryLock(state, key, options.lockTtl);
+  // A fault before any contention is no wait: it is a `backendErrors` count (and a `backend-error`
+  // event) only, with no `lock-wait` event and no `lockWaitErrors`.
   if (first === 'error') return { kind: 'local' };
   if (first !== undefined) {
     counters.lockAcquired++;
@@ -100,7 +103,13 @@ export async function acquireOrWait(
         }
       }
       const lock = await tryLock(state, key, options.lockTtl);
-      if (lock === 'error') return { kind: 'local' };
+      if (lock === 'error') {
+        // A wait that had started and ended on a backend fault: counted and timed like the others,
+        // so the lock-wait histogram does not miss exactly the waits that went wrong.
+        counters.lockWaitErrors++;
+        lockWaitEvent(state, key, startedAt, 'error');
+        return { kind: 'local' };
+      }
       if (lock !== undefined) {
         counters.lockAcquired++;
         lockWaitEvent(state, key, startedAt, 'acquired');

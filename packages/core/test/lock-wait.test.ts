@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   type GetOrComputeOptions,
   getOrComputeWith,
+  type LockWaitEvent,
   onStampedeEvent,
   resetStats,
   stats,
@@ -139,6 +140,53 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(loser.attempts).toEqual([0, 30]);
     expect((await a).ok).toBe(false);
     expect(winner.cache.calls.release).toEqual(['failed']);
+  });
+
+  it("a wait that ends on a backend fault is a lock-wait with outcome 'error', counted in lockWaitErrors", async () => {
+    const events: LockWaitEvent[] = [];
+    const off = onStampedeEvent((event) => {
+      if (event.type === 'lock-wait') events.push(event);
+    });
+    const backend = new Backend();
+    backend.lock('k', 60_000);
+    const { cache, attempts } = replica(backend);
+    const lockAttempt = cache.tryAcquireFillLock;
+    // The lock starts failing mid-wait: the first attempt (contended) works, the third throws.
+    cache.tryAcquireFillLock = (key, ttl) => {
+      if (attempts.length === 2) {
+        attempts.push(Date.now() - T0);
+        throw new Error('connection reset');
+      }
+      return lockAttempt?.(key, ttl);
+    };
+    const fill = vi.fn(() => 'local');
+    const answer = getOrComputeWith(cache, 'k', LOCKED, fill);
+    await vi.advanceTimersByTimeAsync(150);
+    expect(await answer).toBe('local');
+    off();
+    expect(attempts).toEqual([0, 50, 150]);
+    expect(events).toEqual([
+      { type: 'lock-wait', cache: 'test', key: 'k', durationMs: 150, outcome: 'error' },
+    ]);
+    expect(stats()).toMatchObject({
+      lockContended: 1,
+      lockWaitErrors: 1,
+      lockWaitTimeouts: 0,
+      backendErrors: 1,
+      fills: 1,
+    });
+  });
+
+  it('a fault on the first lock attempt is no wait: a backend error, no lock-wait event', async () => {
+    const events: string[] = [];
+    const off = onStampedeEvent((event) => events.push(event.type));
+    const cache = testCache({ lock: true, async: true });
+    cache.tryAcquireFillLock = () => Promise.reject(new Error('NOSCRIPT'));
+    expect(await getOrComputeWith(cache, 'k', LOCKED, () => 'local')).toBe('local');
+    off();
+    expect(events).toContain('backend-error');
+    expect(events).not.toContain('lock-wait');
+    expect(stats()).toMatchObject({ lockContended: 0, lockWaitErrors: 0, backendErrors: 1, fills: 1 });
   });
 
   it('extends the lock while a fill longer than lockTtl runs, so no second filler is admitted', async () => {
