@@ -118,6 +118,94 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(answeredAt).toBe(10);
   });
 
+  /**
+   * A loser whose subscription is acknowledged `confirmAfter` ms after it asked (`signalReady`: the
+   * adapter calls `ready` then; else it never does, like an adapter without the signal). Announcements
+   * made before the acknowledgement are not heard, as on Redis before SUBSCRIBE is acknowledged.
+   */
+  function slowSubscriber(backend: Backend, confirmAfter: number, signalReady: boolean) {
+    const loser = replica(backend);
+    loser.cache.onFillDone = (key, listener, ready) => {
+      let stopped = false;
+      setTimeout(() => {
+        if (stopped) return;
+        let set = backend.listeners.get(key);
+        if (set === undefined) {
+          set = new Set();
+          backend.listeners.set(key, set);
+        }
+        set.add(listener);
+        if (signalReady) ready?.();
+      }, confirmAfter);
+      return () => {
+        stopped = true;
+        backend.listeners.get(key)?.delete(listener);
+      };
+    };
+    return loser;
+  }
+
+  /** The holder fills in `fillMs`; the loser loses the lock at once. Resolves the loser's answer time. */
+  async function raceSubscription(loser: ReturnType<typeof replica>, backend: Backend, fillMs: number) {
+    const options: GetOrComputeOptions = { ...LOCKED, lockPollInterval: '1s' };
+    const holder = replica(backend, true);
+    const a = getOrComputeWith(holder.cache, 'k', options, async () => {
+      await new Promise((resolve) => setTimeout(resolve, fillMs));
+      return 'held';
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    let answeredAt = -1;
+    const loserFill = vi.fn(() => 'loser');
+    const b = getOrComputeWith(loser.cache, 'k', options, loserFill).then((value) => {
+      answeredAt = Date.now() - T0;
+      return value;
+    });
+    return { a, b, loserFill, answeredAt: () => answeredAt };
+  }
+
+  it('subscribe race: a fill that ends before the subscription is acknowledged is read at the acknowledgement', async () => {
+    const backend = new Backend();
+    const loser = slowSubscriber(backend, 5, true);
+    const race = await raceSubscription(loser, backend, 2);
+    await vi.advanceTimersByTimeAsync(5);
+    expect(race.answeredAt()).toBe(5);
+    expect(await race.b).toBe('held');
+    expect(await race.a).toBe('held');
+    expect(race.loserFill).not.toHaveBeenCalled();
+    // One lock attempt (the lost one): the acknowledgement's read found the value.
+    expect(loser.attempts).toEqual([0]);
+  });
+
+  it('subscribe race: without the acknowledgement the missed announcement costs a whole lockPollInterval', async () => {
+    const backend = new Backend();
+    const loser = slowSubscriber(backend, 5, false);
+    const race = await raceSubscription(loser, backend, 2);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(race.answeredAt()).toBe(-1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(race.answeredAt()).toBe(1_000);
+    expect(await race.b).toBe('held');
+  });
+
+  it('subscribe race: acknowledged while the holder still fills, the waiter reads once, then hears the announcement', async () => {
+    const backend = new Backend();
+    const loser = slowSubscriber(backend, 5, true);
+    const reads: number[] = [];
+    const get = loser.cache.get;
+    loser.cache.get = (key) => {
+      reads.push(Date.now() - T0);
+      return get.call(loser.cache, key);
+    };
+    const race = await raceSubscription(loser, backend, 40);
+    await vi.advanceTimersByTimeAsync(40);
+    expect(race.answeredAt()).toBe(40);
+    expect(await race.b).toBe('held');
+    // The miss read at 0, the acknowledgement's read at 5 (no lock attempt), the announcement's at 40.
+    expect(reads).toEqual([0, 5, 40]);
+    expect(loser.attempts).toEqual([0]);
+    expect(race.loserFill).not.toHaveBeenCalled();
+  });
+
   it('after a failed fill elsewhere a waiter re-contends at once instead of sleeping', async () => {
     const backend = new Backend();
     const winner = replica(backend, true);
