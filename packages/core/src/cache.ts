@@ -93,8 +93,14 @@ export interface Cache {
   /**
    * Calls `listener` when a fill of `key` under the lock ends on any replica (push wake-up). Returns
    * the function that stops listening. Optional: waiters poll without it.
+   *
+   * `ready`, when given, is to be called once the listener can hear announcements (the subscription
+   * is acknowledged; at once if it already was). A fill that ended between the waiter's lost lock
+   * attempt and that moment was announced to no one: on `ready` the waiter reads the key once at
+   * once instead of sleeping `lockPollInterval`. Optional: an adapter that never calls it keeps the
+   * plain poll schedule.
    */
-  onFillDone?(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  onFillDone?(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
   /**
    * `value` as a later {@link Cache.get} of it would return it. A cache that stores text implements
    * it as its serializer's round trip (under JSON a `Date` comes back as its ISO string, `NaN` as

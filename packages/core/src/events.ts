@@ -25,9 +25,11 @@ export interface LockWaitEvent {
   readonly durationMs: number;
   /**
    * `'hit'`: another replica's value arrived; `'acquired'`: this replica took the lock over;
-   * `'timeout'`: `lockWaitTimeout` passed and this replica filled locally; `'aborted'`: every caller left.
+   * `'timeout'`: `lockWaitTimeout` passed and this replica filled locally; `'aborted'`: every caller left;
+   * `'error'`: a lock attempt during the wait failed (a backend fault) and this replica filled locally.
+   * A fault on the first lock attempt, before any contention, is no wait and emits no `lock-wait`.
    */
-  readonly outcome: 'hit' | 'acquired' | 'timeout' | 'aborted';
+  readonly outcome: 'hit' | 'acquired' | 'timeout' | 'aborted' | 'error';
 }
 
 /** The operations a backend fault can come from. */

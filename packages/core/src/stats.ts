@@ -16,6 +16,8 @@ import { shared } from './shared.js';
  * 4. A started fill fails at most once: `fillFailures + fillTimeouts <= fills + fillsCancelled`, and
  *    `backgroundRefreshFailures <= backgroundRefreshes`.
  * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
+ * 6. A wait ends at most once without a value or the lock: `lockWaitTimeouts + lockWaitErrors <= lockContended`,
+ *    and every `lockWaitErrors` is also a `backendErrors`: `lockWaitErrors <= backendErrors`.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -56,6 +58,11 @@ export interface StampedeStats {
   lockWaitHits: number;
   /** Waits that gave up after `lockWaitTimeout` and filled locally. */
   lockWaitTimeouts: number;
+  /**
+   * Waits that ended on a backend fault (a lock attempt after contention failed) and filled locally.
+   * A fault on the first lock attempt, before any wait, counts in `backendErrors` only.
+   */
+  lockWaitErrors: number;
   /** Backend calls that failed or timed out (reads, writes, locks, decoding). */
   backendErrors: number;
 }
@@ -78,6 +85,7 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'lockContended',
   'lockWaitHits',
   'lockWaitTimeouts',
+  'lockWaitErrors',
   'backendErrors',
 ];
 
@@ -99,6 +107,7 @@ function zero(): StampedeStats {
     lockContended: 0,
     lockWaitHits: 0,
     lockWaitTimeouts: 0,
+    lockWaitErrors: 0,
     backendErrors: 0,
   };
 }

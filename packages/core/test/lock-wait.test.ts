@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   type GetOrComputeOptions,
   getOrComputeWith,
+  type LockWaitEvent,
   onStampedeEvent,
   resetStats,
   stats,
@@ -117,6 +118,94 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(answeredAt).toBe(10);
   });
 
+  /**
+   * A loser whose subscription is acknowledged `confirmAfter` ms after it asked (`signalReady`: the
+   * adapter calls `ready` then; else it never does, like an adapter without the signal). Announcements
+   * made before the acknowledgement are not heard, as on Redis before SUBSCRIBE is acknowledged.
+   */
+  function slowSubscriber(backend: Backend, confirmAfter: number, signalReady: boolean) {
+    const loser = replica(backend);
+    loser.cache.onFillDone = (key, listener, ready) => {
+      let stopped = false;
+      setTimeout(() => {
+        if (stopped) return;
+        let set = backend.listeners.get(key);
+        if (set === undefined) {
+          set = new Set();
+          backend.listeners.set(key, set);
+        }
+        set.add(listener);
+        if (signalReady) ready?.();
+      }, confirmAfter);
+      return () => {
+        stopped = true;
+        backend.listeners.get(key)?.delete(listener);
+      };
+    };
+    return loser;
+  }
+
+  /** The holder fills in `fillMs`; the loser loses the lock at once. Resolves the loser's answer time. */
+  async function raceSubscription(loser: ReturnType<typeof replica>, backend: Backend, fillMs: number) {
+    const options: GetOrComputeOptions = { ...LOCKED, lockPollInterval: '1s' };
+    const holder = replica(backend, true);
+    const a = getOrComputeWith(holder.cache, 'k', options, async () => {
+      await new Promise((resolve) => setTimeout(resolve, fillMs));
+      return 'held';
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    let answeredAt = -1;
+    const loserFill = vi.fn(() => 'loser');
+    const b = getOrComputeWith(loser.cache, 'k', options, loserFill).then((value) => {
+      answeredAt = Date.now() - T0;
+      return value;
+    });
+    return { a, b, loserFill, answeredAt: () => answeredAt };
+  }
+
+  it('subscribe race: a fill that ends before the subscription is acknowledged is read at the acknowledgement', async () => {
+    const backend = new Backend();
+    const loser = slowSubscriber(backend, 5, true);
+    const race = await raceSubscription(loser, backend, 2);
+    await vi.advanceTimersByTimeAsync(5);
+    expect(race.answeredAt()).toBe(5);
+    expect(await race.b).toBe('held');
+    expect(await race.a).toBe('held');
+    expect(race.loserFill).not.toHaveBeenCalled();
+    // One lock attempt (the lost one): the acknowledgement's read found the value.
+    expect(loser.attempts).toEqual([0]);
+  });
+
+  it('subscribe race: without the acknowledgement the missed announcement costs a whole lockPollInterval', async () => {
+    const backend = new Backend();
+    const loser = slowSubscriber(backend, 5, false);
+    const race = await raceSubscription(loser, backend, 2);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(race.answeredAt()).toBe(-1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(race.answeredAt()).toBe(1_000);
+    expect(await race.b).toBe('held');
+  });
+
+  it('subscribe race: acknowledged while the holder still fills, the waiter reads once, then hears the announcement', async () => {
+    const backend = new Backend();
+    const loser = slowSubscriber(backend, 5, true);
+    const reads: number[] = [];
+    const get = loser.cache.get;
+    loser.cache.get = (key) => {
+      reads.push(Date.now() - T0);
+      return get.call(loser.cache, key);
+    };
+    const race = await raceSubscription(loser, backend, 40);
+    await vi.advanceTimersByTimeAsync(40);
+    expect(race.answeredAt()).toBe(40);
+    expect(await race.b).toBe('held');
+    // The miss read at 0, the acknowledgement's read at 5 (no lock attempt), the announcement's at 40.
+    expect(reads).toEqual([0, 5, 40]);
+    expect(loser.attempts).toEqual([0]);
+    expect(race.loserFill).not.toHaveBeenCalled();
+  });
+
   it('after a failed fill elsewhere a waiter re-contends at once instead of sleeping', async () => {
     const backend = new Backend();
     const winner = replica(backend, true);
@@ -139,6 +228,53 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(loser.attempts).toEqual([0, 30]);
     expect((await a).ok).toBe(false);
     expect(winner.cache.calls.release).toEqual(['failed']);
+  });
+
+  it("a wait that ends on a backend fault is a lock-wait with outcome 'error', counted in lockWaitErrors", async () => {
+    const events: LockWaitEvent[] = [];
+    const off = onStampedeEvent((event) => {
+      if (event.type === 'lock-wait') events.push(event);
+    });
+    const backend = new Backend();
+    backend.lock('k', 60_000);
+    const { cache, attempts } = replica(backend);
+    const lockAttempt = cache.tryAcquireFillLock;
+    // The lock starts failing mid-wait: the first attempt (contended) works, the third throws.
+    cache.tryAcquireFillLock = (key, ttl) => {
+      if (attempts.length === 2) {
+        attempts.push(Date.now() - T0);
+        throw new Error('connection reset');
+      }
+      return lockAttempt?.(key, ttl);
+    };
+    const fill = vi.fn(() => 'local');
+    const answer = getOrComputeWith(cache, 'k', LOCKED, fill);
+    await vi.advanceTimersByTimeAsync(150);
+    expect(await answer).toBe('local');
+    off();
+    expect(attempts).toEqual([0, 50, 150]);
+    expect(events).toEqual([
+      { type: 'lock-wait', cache: 'test', key: 'k', durationMs: 150, outcome: 'error' },
+    ]);
+    expect(stats()).toMatchObject({
+      lockContended: 1,
+      lockWaitErrors: 1,
+      lockWaitTimeouts: 0,
+      backendErrors: 1,
+      fills: 1,
+    });
+  });
+
+  it('a fault on the first lock attempt is no wait: a backend error, no lock-wait event', async () => {
+    const events: string[] = [];
+    const off = onStampedeEvent((event) => events.push(event.type));
+    const cache = testCache({ lock: true, async: true });
+    cache.tryAcquireFillLock = () => Promise.reject(new Error('NOSCRIPT'));
+    expect(await getOrComputeWith(cache, 'k', LOCKED, () => 'local')).toBe('local');
+    off();
+    expect(events).toContain('backend-error');
+    expect(events).not.toContain('lock-wait');
+    expect(stats()).toMatchObject({ lockContended: 0, lockWaitErrors: 0, backendErrors: 1, fills: 1 });
   });
 
   it('extends the lock while a fill longer than lockTtl runs, so no second filler is admitted', async () => {

@@ -22,6 +22,8 @@ const HELP: Record<keyof StampedeStats, string> = {
   lockWaitHits:
     "Fills answered with another replica's value through the lock (while waiting, or by the winner's double-check read).",
   lockWaitTimeouts: 'Lock waits that gave up after lockWaitTimeout and filled locally.',
+  lockWaitErrors:
+    'Lock waits that ended on a backend fault (a lock attempt during the wait failed) and filled locally.',
   backendErrors: 'Backend calls that failed or timed out (reads, writes, locks, decoding).',
 };
 

@@ -120,6 +120,7 @@ describe('dashboards/stampede.json', () => {
       'stampede_stale_hits_total',
       'stampede_lock_contended_total',
       'stampede_lock_wait_timeouts_total',
+      'stampede_lock_wait_errors_total',
       'stampede_fill_duration_seconds_bucket',
       'stampede_lock_wait_duration_seconds_bucket',
     ])

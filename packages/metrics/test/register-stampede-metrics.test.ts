@@ -192,6 +192,39 @@ describe('registerStampedeMetrics', () => {
     expect(text).not.toContain('LOCK-TIMEOUT-KEY');
   });
 
+  it("counts a wait that ended on a backend fault and observes it with outcome 'error'", async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    const memory = createMemoryCache({ name: 'faulty' });
+    // Another replica holds the lock; the second attempt, during the wait, meets a backend fault.
+    let attempts = 0;
+    const cache: Cache = {
+      name: 'faulty',
+      get: (key) => memory.get(key),
+      set: (key, entry, options) => memory.set(key, entry, options),
+      delete: (key) => memory.delete(key),
+      tryAcquireFillLock: () => {
+        attempts++;
+        if (attempts === 1) return undefined;
+        throw new Error('connection reset');
+      },
+    };
+    const options = { ttl: '1m', distributedFillLock: true, lockPollInterval: '5ms' } as const;
+    await expect(getOrComputeWith(cache, 'k:LOCK-ERROR-KEY-7d21', options, () => 'local')).resolves.toBe(
+      'local',
+    );
+    const text = await registry.metrics();
+
+    expect(attempts).toBe(2);
+    expect(sample(text, 'stampede_lock_wait_errors_total', { cache: 'faulty' })).toBe(1);
+    expect(sample(text, 'stampede_lock_wait_timeouts_total', { cache: 'faulty' })).toBe(0);
+    expect(sample(text, 'stampede_backend_errors_total', { cache: 'faulty' })).toBe(1);
+    expect(
+      sample(text, 'stampede_lock_wait_duration_seconds_count', { cache: 'faulty', outcome: 'error' }),
+    ).toBe(1);
+    expect(text).not.toContain('LOCK-ERROR-KEY');
+  });
+
   it("defaults to prom-client's global registry", async () => {
     const handle = track(registerStampedeMetrics());
     const cache = createMemoryCache({ name: 'global' });

@@ -5,13 +5,32 @@ import { redisKeys } from './keys.js';
 
 /** Push wake-up: one subscriber connection per cache, shared by every waiting key. */
 export interface Notifier {
-  /** Calls `listener` when a fill of `key` ends on any replica; returns the function that stops it. */
-  listen(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * Calls `listener` when a fill of `key` ends on any replica; returns the function that stops it.
+   * `ready` is called once SUBSCRIBE is acknowledged (at once when the channel already was, for
+   * another waiter); never when the subscription fails (the waiter polls).
+   */
+  listen(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
   /** Closes the subscriber connection, if one was opened. */
   close(): Promise<void>;
 }
 
-type Listeners = Set<(outcome: FillOutcome) => void>;
+/** The waiters of one channel, and whether Redis has acknowledged its SUBSCRIBE yet. */
+interface Listeners {
+  readonly listeners: Set<(outcome: FillOutcome) => void>;
+  subscribed: boolean;
+  /** `ready` callbacks of waiters that arrived before the acknowledgement. */
+  readonly pending: (() => void)[];
+}
+
+// A waiter's callback must not break the notifier (nor the other waiters of the channel).
+function callSafely(callback: () => void): void {
+  try {
+    callback();
+  } catch {
+    // Ignored: the waiter falls back to polling.
+  }
+}
 
 function isOutcome(message: string): message is FillOutcome {
   return message === 'filled' || message === 'failed';
@@ -49,7 +68,7 @@ export function createNotifier(context: RedisContext): Notifier {
     if (context.client.status === 'end') return undefined;
     const created = context.client.duplicate();
     created.on('message', (channel: string, message: string) => {
-      const listeners = channels.get(channel);
+      const listeners = channels.get(channel)?.listeners;
       if (listeners === undefined || !isOutcome(message)) return;
       for (const listener of [...listeners]) {
         try {
@@ -72,27 +91,43 @@ export function createNotifier(context: RedisContext): Notifier {
   };
 
   return {
-    listen(key, listener) {
+    listen(key, listener, ready) {
       if (closed) return () => {};
       const { channel } = redisKeys(context.prefix, key);
-      let listeners = channels.get(channel);
-      if (listeners === undefined) {
+      let entry = channels.get(channel);
+      if (entry === undefined) {
         const client = connect();
         if (client === undefined) return () => {};
-        listeners = new Set();
-        channels.set(channel, listeners);
+        const created: Listeners = { listeners: new Set(), subscribed: false, pending: [] };
+        entry = created;
+        channels.set(channel, created);
         context
           .call('subscribe', key, () => client.subscribe(channel))
-          .catch((error: unknown) => {
-            context.report('subscribe', key, error);
-          });
+          .then(
+            () => {
+              // Dropped or unsubscribed meanwhile: nobody is listening on this entry any more.
+              if (channels.get(channel) !== created) return;
+              created.subscribed = true;
+              for (const confirm of created.pending.splice(0)) callSafely(confirm);
+            },
+            (error: unknown) => {
+              created.pending.length = 0;
+              context.report('subscribe', key, error);
+            },
+          );
       }
-      const current = listeners;
-      current.add(listener);
+      const current = entry;
+      current.listeners.add(listener);
+      if (ready !== undefined) {
+        // Already subscribed for another waiter: this listener hears from now on, so confirm at once.
+        if (current.subscribed) callSafely(ready);
+        else current.pending.push(ready);
+      }
       return () => {
-        if (!current.delete(listener) || current.size !== 0) return;
+        if (!current.listeners.delete(listener) || current.listeners.size !== 0) return;
         if (channels.get(channel) !== current) return;
         channels.delete(channel);
+        current.pending.length = 0;
         if (closed || subscriber === undefined) return;
         const client = subscriber;
         context

@@ -84,8 +84,11 @@ export interface RedisCache extends Cache {
   roundTrip(value: unknown): unknown;
   /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
-  /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
-  onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`); calls
+   * `ready` once the SUBSCRIBE is acknowledged, so the waiter reads once a fill that ended meanwhile.
+   */
+  onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
   close(): Promise<void>;
 }
@@ -144,8 +147,8 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
-    onFillDone(key, listener) {
-      return pushWakeUp ? notifier.listen(key, listener) : () => {};
+    onFillDone(key, listener, ready) {
+      return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};
     },
     close() {
       return notifier.close();

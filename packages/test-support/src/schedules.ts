@@ -487,6 +487,10 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     'backgroundRefreshes',
     'backgroundRefreshFailures',
     'backgroundRefreshesSkipped',
+    'lockContended',
+    'lockWaitTimeouts',
+    'lockWaitErrors',
+    'backendErrors',
   ] as const;
   const counts = {} as Record<(typeof counted)[number], number>;
   for (const name of counted) counts[name] = sum(table, names, name);
@@ -512,4 +516,9 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     c.backgroundRefreshes + c.backgroundRefreshesSkipped <= c.staleHits,
     `backgroundRefreshes + backgroundRefreshesSkipped > staleHits: ${shown}`,
   );
+  check(
+    c.lockWaitTimeouts + c.lockWaitErrors <= c.lockContended,
+    `lockWaitTimeouts + lockWaitErrors > lockContended: ${shown}`,
+  );
+  check(c.lockWaitErrors <= c.backendErrors, `lockWaitErrors > backendErrors: ${shown}`);
 }
