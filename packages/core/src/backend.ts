@@ -5,6 +5,7 @@ import { raceTimeout } from './race-timeout.js';
 import type { CacheState } from './registry.js';
 import { reportBackendError } from './stats.js';
 import { intervalFor } from './timers.js';
+import { isolatedRequests } from './shared.js';
 
 /** True for a promise or any thenable. */
 export function isThenable<T>(value: unknown): value is PromiseLike<T> {
@@ -54,6 +55,8 @@ export function shareRead(
   key: string,
   read: Promise<CacheEntry | undefined>,
 ): Promise<CacheEntry | undefined> {
+  // Where requests must not await each other's I/O (workerd), each caller keeps its own read.
+  if (isolatedRequests()) return read;
   const { reads } = state;
   reads.set(key, read);
   // Registered before any caller's callback, so the read leaves the map before callers act on it.

@@ -1,4 +1,4 @@
-import { shared } from './shared.js';
+import { isolatedRequests, shared } from './shared.js';
 
 /** Process-wide settings. */
 export interface StampedeConfig {
@@ -19,6 +19,16 @@ export interface StampedeConfig {
    * @default true
    */
   detectSelfCalls?: boolean;
+  /**
+   * Whether requests served concurrently by this process live in separate request contexts that must
+   * not settle each other's promises, as on Cloudflare Workers (workerd cancels a request that awaits
+   * another request's work as hung). When true, a caller that joins a fill in flight does not await
+   * the fill's promise: it watches the flight from its own context, on its own timers (checking after
+   * 1 ms, then every 2, 4, 8 and at most 10 ms), and concurrent callers do not share a backend read.
+   * There is still one fill per key. The cost: a joiner hears of the fill up to 10 ms later.
+   * @default true on Cloudflare Workers (`navigator.userAgent === 'Cloudflare-Workers'`), false elsewhere
+   */
+  isolatedRequests?: boolean;
 }
 
 // The cap and the count are shared by every copy of the core loaded in this process (see
@@ -34,27 +44,29 @@ const refresh = shared.refresh;
  */
 export function configure(config: StampedeConfig): void {
   if (typeof config !== 'object' || config === null) throw new TypeError('config must be an object');
-  const max = config.maxBackgroundRefreshes;
-  if (max !== undefined) {
-    if (!Number.isInteger(max) || max < 0) {
-      throw new RangeError(
-        `config.maxBackgroundRefreshes must be a non-negative integer; got ${String(max)}`,
-      );
-    }
-    refresh.max = max;
+  const { maxBackgroundRefreshes: max, detectSelfCalls: detect, isolatedRequests: isolated } = config;
+  // Every setting is checked before any is applied: a bad one changes nothing.
+  if (max !== undefined && (!Number.isInteger(max) || max < 0)) {
+    throw new RangeError(`config.maxBackgroundRefreshes must be a non-negative integer; got ${String(max)}`);
   }
-  const detect = config.detectSelfCalls;
-  if (detect !== undefined) {
-    if (typeof detect !== 'boolean') {
-      throw new TypeError(`config.detectSelfCalls must be a boolean; got ${typeof detect}`);
-    }
-    shared.detectSelfCalls = detect;
+  if (detect !== undefined && typeof detect !== 'boolean') {
+    throw new TypeError(`config.detectSelfCalls must be a boolean; got ${typeof detect}`);
   }
+  if (isolated !== undefined && typeof isolated !== 'boolean') {
+    throw new TypeError(`config.isolatedRequests must be a boolean; got ${typeof isolated}`);
+  }
+  if (max !== undefined) refresh.max = max;
+  if (detect !== undefined) shared.detectSelfCalls = detect;
+  if (isolated !== undefined) shared.isolatedRequests = isolated;
 }
 
 /** The settings in force. */
 export function getConfig(): Required<StampedeConfig> {
-  return { maxBackgroundRefreshes: refresh.max, detectSelfCalls: shared.detectSelfCalls !== false };
+  return {
+    maxBackgroundRefreshes: refresh.max,
+    detectSelfCalls: shared.detectSelfCalls !== false,
+    isolatedRequests: isolatedRequests(),
+  };
 }
 
 /** Takes a background-refresh slot; false when the cap is reached. */

@@ -1,5 +1,5 @@
 import { CacheFillError, messageOf } from './errors.js';
-import type { FillFrame } from './shared.js';
+import { type FillFrame, isolatedRequests } from './shared.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** How a fill ended for its callers. */
@@ -8,6 +8,11 @@ export type FlightResult =
   | { readonly ok: false; readonly kind: 'fill' | 'timeout' | 'abandoned'; readonly error: unknown };
 
 type Failure = Exclude<FlightResult, { ok: true }>;
+
+// A caller that watches a flight from its own request context (`isolatedRequests`) looks after
+// WATCH_FIRST_MS, then at doubling intervals up to WATCH_CEILING_MS.
+const WATCH_FIRST_MS = 1;
+const WATCH_CEILING_MS = 10;
 
 /** The caller that started a foreground fill, or one that joined it. */
 type Role = 'leader' | 'joiner';
@@ -92,6 +97,11 @@ export class Flight {
    * foreground flight settles, the flight is abandoned. A background flight counts only joiners.
    */
   callers = 0;
+  /**
+   * Joiners watching from their own request context (`isolatedRequests`): not in `callers`, since
+   * they leave without abandoning, but while any watches the flight is not abandoned either.
+   */
+  private watchers = 0;
   /**
    * Set (never cleared) by `setValue`/`invalidate` while the flight runs: the key changed under the
    * fill, so its result still reaches the callers but is not written.
@@ -184,6 +194,7 @@ export class Flight {
     if (signal?.aborted) return Promise.reject(signal.reason);
     // The leader's limit is the flight's own deadline; a joiner's matters only if it ends earlier.
     const timed = limit !== undefined && Date.now() + limit < this.deadline;
+    if (role === 'joiner' && isolatedRequests()) return this.watch(signal, timed ? limit : undefined);
     this.callers++;
     if (signal === undefined && !timed) {
       if (role === 'leader') {
@@ -209,7 +220,9 @@ export class Flight {
         stop();
         reject(error);
         this.callers--;
-        if (this.callers === 0 && !this.background && this.result === undefined) this.abandon(reason);
+        if (this.callers === 0 && this.watchers === 0 && !this.background && this.result === undefined) {
+          this.abandon(reason);
+        }
       };
       const onAbort = (): void => leave(signal?.reason, signal?.reason);
       this.individual.add(answer);
@@ -223,6 +236,57 @@ export class Flight {
           leave(cause, new CacheFillError('timeout', this.key, cause.message, { cause }));
         }, limit);
       }
+    });
+  }
+
+  /**
+   * Waits for this fill as a joiner without awaiting anything the fill settles: the promise is made
+   * here, in the caller's request context, and settled from timers of that context that look at
+   * `result` (first after 1 ms, then at doubling intervals up to 10 ms). On workerd a request must
+   * not await a promise that another request's work settles: it is cancelled as hung, and the
+   * settlement is refused. Such a joiner is not counted in `callers`, so its leaving never abandons
+   * the fill (the abort would run the fill's own clean-up from this request's context); it stops
+   * waiting on its own signal and its own `limit`, and the fill goes on.
+   */
+  private watch(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const giveUpAt = limit === undefined ? Number.POSITIVE_INFINITY : Date.now() + limit;
+      let delay = WATCH_FIRST_MS;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      this.watchers++;
+      const stop = (): void => {
+        this.watchers--;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const onAbort = (): void => {
+        stop();
+        reject(signal?.reason);
+      };
+      const look = (): void => {
+        const result = this.result;
+        if (result !== undefined) {
+          stop();
+          if (result.ok) resolve(result.value);
+          else reject(this.errorFor(result, 'joiner'));
+          return;
+        }
+        const left = giveUpAt - Date.now();
+        if (left <= 0) {
+          stop();
+          const cause = new Error(
+            `fill of '${this.key}' did not settle within this caller's ${limit}ms (fillTimeout); it goes on for its other callers`,
+          );
+          cause.name = 'TimeoutError';
+          reject(new CacheFillError('timeout', this.key, cause.message, { cause }));
+          return;
+        }
+        timer = setTimeout(look, Math.min(delay, left));
+        delay = Math.min(delay * 2, WATCH_CEILING_MS);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      timer = setTimeout(look, delay);
+      delay *= 2;
     });
   }
 

@@ -57,6 +57,12 @@ export interface Shared {
    * made by an older copy lacks it, which means true.
    */
   detectSelfCalls?: boolean;
+  /**
+   * Whether concurrent callers may run in request contexts that must not settle each other's
+   * promises (`configure({ isolatedRequests })`; workerd's rule). Optional: a shared object made by
+   * an older copy lacks it, which means the runtime's default ({@link runsIsolatedRequests}).
+   */
+  isolatedRequests?: boolean;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');
@@ -84,6 +90,24 @@ function load(): Shared {
   // object's listings.
   Object.defineProperty(holder, SHARED_KEY, { value: shared, enumerable: false, writable: false });
   return shared;
+}
+
+/**
+ * True on runtimes where a promise made while serving one request must not be settled from another
+ * request's work: Cloudflare's workerd (its `navigator.userAgent` is `'Cloudflare-Workers'`). There a
+ * request that awaits another request's fill is cancelled as hung, and the fill's resolution is
+ * refused with a warning, so callers that join a fill watch it from their own context instead.
+ */
+export function runsIsolatedRequests(): boolean {
+  const navigator = (globalThis as { navigator?: { userAgent?: unknown } }).navigator;
+  return navigator?.userAgent === 'Cloudflare-Workers';
+}
+
+const ISOLATED_BY_DEFAULT = runsIsolatedRequests();
+
+/** Whether callers in this process observe fills from their own request context (see `Shared`). */
+export function isolatedRequests(): boolean {
+  return shared.isolatedRequests ?? ISOLATED_BY_DEFAULT;
 }
 
 /** The process-wide state, created by the first copy of the core that loads. */
