@@ -3,9 +3,9 @@ import { emit, hasListeners } from './events.js';
 import type { ResolvedOptions } from './options.js';
 import { raceTimeout } from './race-timeout.js';
 import type { CacheState } from './registry.js';
+import { isolatedRequests } from './shared.js';
 import { reportBackendError } from './stats.js';
 import { intervalFor } from './timers.js';
-import { isolatedRequests } from './shared.js';
 
 /** True for a promise or any thenable. */
 export function isThenable<T>(value: unknown): value is PromiseLike<T> {
