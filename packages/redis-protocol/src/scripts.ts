@@ -33,25 +33,35 @@ function isNoScript(error: unknown): boolean {
 /**
  * A runner of scripts on `client`: EVALSHA, falling back to EVAL when the server does not have the
  * script cached (a restart, a `SCRIPT FLUSH`, another cluster node or region than last time), and
- * plain EVAL where no SHA-1 can be computed. Each script's SHA-1 is computed once per runner.
+ * plain EVAL where no SHA-1 can be computed. A script's SHA-1 is kept once known; until then each
+ * call computes its own rather than awaiting another call's (on workerd a request must not await a
+ * promise that another request's work settles), which costs a digest of a few hundred bytes.
  */
 export function createScriptRunner(client: RedisProtocolClient): ScriptRunner {
-  const shas = new Map<string, string | Promise<string | undefined> | undefined>();
-  const hash = (source: string): string | Promise<string | undefined> | undefined => {
-    if (client.sha1 === undefined) return defaultSha1(source);
+  // A script's SHA-1 once known, or null when it cannot be computed (plain EVAL then).
+  const shas = new Map<string, string | null>();
+  const hash = (source: string): string | null | Promise<string | null> => {
+    if (client.sha1 === undefined) return webShaOf(source);
     try {
       const sha = client.sha1(source);
-      return typeof sha === 'object' ? sha.catch(() => undefined) : sha;
+      if (sha === undefined || typeof sha === 'string') return sha ?? null;
+      return sha.then(
+        (known) => known ?? null,
+        () => null,
+      );
     } catch {
-      return undefined;
+      return null;
     }
   };
   return async (script, keys, args) => {
-    if (!shas.has(script.source)) shas.set(script.source, hash(script.source));
-    const known = shas.get(script.source);
-    // A synchronous SHA-1 sends EVALSHA in the caller's tick, as the commands around it are.
-    const sha = typeof known === 'object' ? await known : known;
-    if (sha === undefined) return client.eval(script.source, keys, args);
+    let sha = shas.get(script.source);
+    if (sha === undefined) {
+      const computed = hash(script.source);
+      // A synchronous SHA-1 sends EVALSHA in the caller's tick, as the commands around it are.
+      sha = typeof computed === 'object' && computed !== null ? await computed : computed;
+      shas.set(script.source, sha);
+    }
+    if (sha === null) return client.eval(script.source, keys, args);
     try {
       return await client.evalsha(sha, keys, args);
     } catch (error) {
@@ -61,16 +71,20 @@ export function createScriptRunner(client: RedisProtocolClient): ScriptRunner {
   };
 }
 
-// The Web Crypto digests, shared by every runner of the process: a cache created later (one per
-// request on an edge runtime) does not wait for a digest before its first call, which would
-// widen the round trip its server clock is first measured with.
-const webShas = new Map<string, Promise<string | undefined>>();
+// The Web Crypto digests known in this process, shared by every runner: a cache created later (one
+// per request on an edge runtime) does not compute a digest before its first call, which would
+// widen the round trip its server clock is first measured with. Only finished digests are shared.
+const webShas = new Map<string, string | null>();
 
-function defaultSha1(source: string): Promise<string | undefined> {
-  let sha = webShas.get(source);
-  if (sha === undefined) {
-    sha = webSha1(source).catch(() => undefined);
-    webShas.set(source, sha);
-  }
-  return sha;
+function webShaOf(source: string): string | null | Promise<string | null> {
+  const known = webShas.get(source);
+  if (known !== undefined) return known;
+  return webSha1(source).then(
+    (sha) => {
+      const found = sha ?? null;
+      webShas.set(source, found);
+      return found;
+    },
+    () => null,
+  );
 }

@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createOperationRunner,
+  createScriptRunner,
   hasRedisProtocolErrorShape,
   isRedisProtocolError,
   parseRedisProtocolOptions,
+  type RedisProtocolClient,
   RedisProtocolError,
   type RedisProtocolErrorCode,
   type RedisProtocolErrorOptions,
@@ -129,5 +131,39 @@ describe('createOperationRunner', () => {
       },
     });
     await expect(throwing.keepAlive(Promise.resolve(2))).resolves.toBe(2);
+  });
+});
+
+describe('the script runner on edge runtimes', () => {
+  it('never makes one call await a SHA-1 another call is still computing, and keeps it once known', async () => {
+    // On workerd a request must not await a promise that another request's work settles: each call
+    // computes the digest until one has finished, and every later call uses the finished one.
+    const digests: ((sha: string) => void)[] = [];
+    const evalshas: string[] = [];
+    const client: RedisProtocolClient = {
+      get: async () => null,
+      setIfAbsent: async () => 'OK',
+      eval: async () => 'eval',
+      evalsha: async (sha) => {
+        evalshas.push(sha);
+        return 'evalsha';
+      },
+      sha1: () =>
+        new Promise<string>((resolve) => {
+          digests.push(resolve);
+        }),
+    };
+    const run = createScriptRunner(client);
+    const first = run({ source: 'return 1' }, [], []);
+    const second = run({ source: 'return 1' }, [], []);
+    await Promise.resolve();
+    expect(digests).toHaveLength(2);
+    digests[1]?.('sha-b');
+    await expect(second).resolves.toBe('evalsha');
+    expect(evalshas).toEqual(['sha-b']);
+    digests[0]?.('sha-a');
+    await expect(first).resolves.toBe('evalsha');
+    await expect(run({ source: 'return 1' }, [], [])).resolves.toBe('evalsha');
+    expect(digests).toHaveLength(2);
   });
 });
