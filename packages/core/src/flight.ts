@@ -13,6 +13,9 @@ type Failure = Exclude<FlightResult, { ok: true }>;
 // WATCH_FIRST_MS, then at doubling intervals up to WATCH_CEILING_MS.
 const WATCH_FIRST_MS = 1;
 const WATCH_CEILING_MS = 10;
+// A watched flight still unsettled this long after its own deadline was started by a request whose
+// context is gone (its fillTimeout timer, which lived there, never fired): the watcher gives it up.
+const DEAD_FLIGHT_MS = 1_000;
 
 /** The caller that started a foreground fill, or one that joined it. */
 type Role = 'leader' | 'joiner';
@@ -229,11 +232,8 @@ export class Flight {
       signal?.addEventListener('abort', onAbort, { once: true });
       if (timed) {
         timer = setLongTimeout(() => {
-          const cause = new Error(
-            `fill of '${this.key}' did not settle within this caller's ${limit}ms (fillTimeout); it goes on for its other callers`,
-          );
-          cause.name = 'TimeoutError';
-          leave(cause, new CacheFillError('timeout', this.key, cause.message, { cause }));
+          const error = this.callerTimeout(limit);
+          leave(error.cause, error);
         }, limit);
       }
     });
@@ -271,14 +271,22 @@ export class Flight {
           else reject(this.errorFor(result, 'joiner'));
           return;
         }
-        const left = giveUpAt - Date.now();
+        const now = Date.now();
+        if (now >= this.deadline + DEAD_FLIGHT_MS) {
+          // Out of the registry, so the next caller starts a fill of its own.
+          stop();
+          this.detach();
+          reject(
+            this.timeoutError(
+              `fill of '${this.key}' did not settle within its ${this.deadline - this.startedAt}ms (fillTimeout) and its timer never fired (the request that started it is gone); the next call starts a new fill`,
+            ),
+          );
+          return;
+        }
+        const left = giveUpAt - now;
         if (left <= 0) {
           stop();
-          const cause = new Error(
-            `fill of '${this.key}' did not settle within this caller's ${limit}ms (fillTimeout); it goes on for its other callers`,
-          );
-          cause.name = 'TimeoutError';
-          reject(new CacheFillError('timeout', this.key, cause.message, { cause }));
+          reject(this.callerTimeout(limit));
           return;
         }
         timer = setTimeout(look, Math.min(delay, left));
@@ -288,6 +296,20 @@ export class Flight {
       timer = setTimeout(look, delay);
       delay *= 2;
     });
+  }
+
+  /** The error of a caller that stopped waiting after its own `limit` (ms) while the fill goes on. */
+  private callerTimeout(limit: number | undefined): CacheFillError {
+    return this.timeoutError(
+      `fill of '${this.key}' did not settle within this caller's ${limit}ms (fillTimeout); it goes on for its other callers`,
+    );
+  }
+
+  /** A `'timeout'` fill error whose `cause` is a `TimeoutError` with the same message. */
+  private timeoutError(message: string): CacheFillError {
+    const cause = new Error(message);
+    cause.name = 'TimeoutError';
+    return new CacheFillError('timeout', this.key, message, { cause });
   }
 
   /** The last caller left: nobody wants the value, so stop the fill and let the next caller start afresh. */
