@@ -78,5 +78,4 @@ describe('9. subscribe: the stream’s lifetime', () => {
     await until('Redis to drop the subscriber', async () => (await subscribers(channel)) === 0);
     expect(h.server.stats().subscriptions - opened).toBe(1);
   });
-
 });
