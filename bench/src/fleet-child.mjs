@@ -1,6 +1,6 @@
-// One replica of the fleet scenario: a real child process that creates every Redis variant, then on
+// One replica of the fleet scenario: a real child process that creates every variant, then on
 // each 'prepare' + 'go' fires its callers at one key at once and reports fills and latencies.
-import { redisVariant } from './peers/index.mjs';
+import { fleetVariant } from './peers/index.mjs';
 import { sleep, startCallers } from './stats.mjs';
 
 const instances = new Map();
@@ -10,11 +10,11 @@ function send(message) {
   process.send?.(message);
 }
 
-async function setup({ url, prefix, variants, ttlMs }) {
+async function setup({ url, upstash, prefix, variants, ttlMs }) {
   const unavailable = {};
   for (const id of variants) {
     try {
-      instances.set(id, await redisVariant(id).create({ url, prefix, ttlMs }));
+      instances.set(id, await fleetVariant(id).create({ url, upstash, prefix, ttlMs }));
     } catch (error) {
       unavailable[id] = error instanceof Error ? error.message : String(error);
     }

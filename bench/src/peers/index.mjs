@@ -11,8 +11,16 @@ export const peers = [stampede, bentocache, cachified, cacheManager, asyncCacheD
 /** Every Redis variant, by id. */
 export const redisVariants = peers.flatMap((peer) => peer.redis.map((variant) => ({ ...variant, peer })));
 
-export function redisVariant(id) {
-  const found = redisVariants.find((variant) => variant.id === id);
-  if (found === undefined) throw new Error(`unknown redis variant ${id}`);
+/** Every variant on Upstash's REST API (a local server in front of the same Redis), by id. */
+export const upstashVariants = peers.flatMap((peer) =>
+  (peer.upstash ?? []).map((variant) => ({ ...variant, peer, upstash: true })),
+);
+
+/** The fleet scenario's contenders: the Redis variants, then the Upstash ones. */
+export const fleetVariants = [...redisVariants, ...upstashVariants];
+
+export function fleetVariant(id) {
+  const found = fleetVariants.find((variant) => variant.id === id);
+  if (found === undefined) throw new Error(`unknown fleet variant ${id}`);
   return found;
 }

@@ -1,5 +1,6 @@
-// This project: getOrCompute on @stampede/memory, and on @stampede/redis with the distributed fill
-// lock (push wake-up, polling only) and without it.
+// This project: getOrCompute on @stampede/memory, on @stampede/redis with the distributed fill
+// lock (push wake-up, polling only) and without it, and on @stampede/upstash with the lock (push
+// wake-up, polling only) through a local Upstash REST server in front of the same Redis.
 import { getOrCompute, getOrComputeWith } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { connect } from '../redis.mjs';
@@ -12,6 +13,18 @@ try {
   if (typeof redisModule.createRedisCache !== 'function') redisMissing = 'createRedisCache is not exported';
 } catch (error) {
   redisMissing = error instanceof Error ? error.message.split('\n')[0] : String(error);
+}
+
+let upstashModule;
+let upstashMissing;
+try {
+  upstashModule = await import('@stampede/upstash');
+  const { Redis } = await import('@upstash/redis');
+  upstashModule = { ...upstashModule, Redis };
+  if (typeof upstashModule.createUpstashCache !== 'function')
+    upstashMissing = 'createUpstashCache is not exported';
+} catch (error) {
+  upstashMissing = error instanceof Error ? error.message.split('\n')[0] : String(error);
 }
 
 /** A redis cache object without `onFillDone`: the core can only poll for the holder's value. */
@@ -41,6 +54,41 @@ function redisVariant(id, label, mode) {
         async close() {
           await redisCache.close();
           await client.quit();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * `@stampede/upstash` with the lock, over HTTP to the REST server at `upstash.url`: push wake-up
+ * (the default) or polling only (`pushWakeUp: false`).
+ */
+function upstashVariant(id, label, mode) {
+  return {
+    id,
+    label,
+    lock: true,
+    async create({ prefix, ttlMs, upstash }) {
+      if (upstashMissing !== undefined)
+        throw new Error(`stampede upstash adapter not available: ${upstashMissing}`);
+      if (upstash === undefined) throw new Error('no Upstash REST server');
+      const client = new upstashModule.Redis({
+        url: upstash.url,
+        token: upstash.token,
+        enableTelemetry: false,
+        retry: { retries: 0 },
+      });
+      const cache = upstashModule.createUpstashCache({
+        client,
+        prefix: `${prefix}${id}:`,
+        pushWakeUp: mode === 'push',
+      });
+      const options = { ttl: ttlMs, distributedFillLock: true };
+      return {
+        get: (key, fill) => getOrComputeWith(cache, key, options, fill),
+        async close() {
+          // The client holds no connection of its own beyond fetch's idle sockets.
         },
       };
     },
@@ -101,5 +149,10 @@ export default {
     redisVariant('stampede-push', 'stampede, lock + push wake-up', 'push'),
     redisVariant('stampede-poll', 'stampede, lock, polling only', 'poll'),
     redisVariant('stampede-nolock', 'stampede, no lock', 'nolock'),
+  ],
+  upstashMissing,
+  upstash: [
+    upstashVariant('stampede-upstash-push', 'stampede upstash, lock + push wake-up', 'push'),
+    upstashVariant('stampede-upstash-poll', 'stampede upstash, lock, polling only', 'poll'),
   ],
 };

@@ -1,11 +1,13 @@
 // Scenario 4: a fleet on one Redis. P real child processes x C callers each ask for one missing key
 // at the same moment (a barrier: every child is prepared, then all get 'go'). Reports total fills
 // and p50/p99 caller latency for stampede (lock + push wake-up, lock + polling only, no lock), each
-// peer with its Redis store, and the no-protection baseline.
+// peer with its Redis store, and the no-protection baseline; then stampede's Upstash cache (lock + push
+// wake-up, lock + polling only) through a local Upstash REST server, started here, in front of the
+// same Redis.
 import { fileURLToPath } from 'node:url';
 import { startChild } from '../child.mjs';
 import { config } from '../config.mjs';
-import { redisVariants } from '../peers/index.mjs';
+import { fleetVariants } from '../peers/index.mjs';
 import { cleanPrefix, connect, randomPrefix } from '../redis.mjs';
 import { median, ms, percentile, progress, ratio, rotate, table } from '../stats.mjs';
 import { fillsText } from './herd.mjs';
@@ -16,9 +18,11 @@ export async function fleetScenario({ url }) {
   const { rounds, processes, callers } = config.fleet;
   const { fillMs } = config;
   const prefix = randomPrefix();
-  const ids = redisVariants
+  const ids = fleetVariants
     .map((v) => v.id)
     .filter((id) => config.fleet.variants.length === 0 || config.fleet.variants.includes(id));
+  const upstashIds = fleetVariants.filter((v) => v.upstash && ids.includes(v.id)).map((v) => v.id);
+  const restServer = upstashIds.length > 0 ? await startRestServer(url) : undefined;
   progress(`fleet: starting ${processes} child processes (prefix ${prefix})`);
   const children = Array.from({ length: processes }, () =>
     startChild(childPath, { execArgv: config.fleet.childExecArgv }),
@@ -29,10 +33,16 @@ export async function fleetScenario({ url }) {
   try {
     const setups = await Promise.all(
       children.map(({ ask }) =>
-        ask({ type: 'setup', url, prefix, variants: ids, ttlMs: 60_000 }, 'setup-done'),
+        ask(
+          { type: 'setup', url, upstash: restServer?.client, prefix, variants: ids, ttlMs: 60_000 },
+          'setup-done',
+        ),
       ),
     );
     unavailable = Object.assign({}, ...setups.map((s) => s.unavailable));
+    if (restServer?.error !== undefined) {
+      for (const id of upstashIds) unavailable[id] = `no local Upstash REST server: ${restServer.error}`;
+    }
     const runnable = ids.filter((id) => unavailable[id] === undefined);
     // Round -1 warms up (connections, subscriber, scripts) and is not recorded.
     for (let round = -1; round < rounds; round++) {
@@ -62,15 +72,17 @@ export async function fleetScenario({ url }) {
     }
   } finally {
     await Promise.all(children.map((c) => c.stop()));
+    await restServer?.close();
     const removed = await cleanPrefix(admin, prefix);
     progress(`fleet: removed ${removed} keys under ${prefix}`);
     await admin.quit();
   }
-  const rows = redisVariants
+  const rows = fleetVariants
     .filter(({ id }) => ids.includes(id))
-    .map(({ id, label, peer }) => {
+    .map(({ id, label, peer, upstash }) => {
       if (unavailable[id] !== undefined) {
-        const reason = peer.id === 'stampede' ? 'stampede redis adapter not available' : unavailable[id];
+        const reason =
+          peer.id === 'stampede' && !upstash ? 'stampede redis adapter not available' : unavailable[id];
         return [label, reason, '', '', '', ''];
       }
       const rs = results[id];
@@ -111,6 +123,7 @@ export async function fleetScenario({ url }) {
       detail: `slowest caller ${ms(slowest)} beyond the fill (median of ${push.length} rounds)`,
     });
   }
+  targets.push(...upstashTargets(ids, unavailable, results['stampede-upstash-push'], processes * callers));
   const markdown = [
     `### 4. Fleet on one Redis (${processes} processes x ${callers} callers, ${fillMs} ms fill, ${rounds} rounds)`,
     '',
@@ -126,6 +139,47 @@ export async function fleetScenario({ url }) {
       rows,
       ['l', 'r', 'r', 'r', 'r', 'r'],
     ),
+    ...(upstashIds.length > 0
+      ? [
+          '',
+          'The "stampede upstash" rows run `@stampede/upstash` over HTTP (`@upstash/redis`) to a local Upstash REST server (`@stampede/upstash-rest-server`, one Node process started by the bench) in front of the same Redis; push wake-up is a server-sent-event subscription per waiting call.',
+        ]
+      : []),
   ].join('\n');
   return { markdown, targets };
+}
+
+/**
+ * A local Upstash REST server in front of `url` for the Upstash variants: `{ client, close }`, or
+ * `{ error, close }` when it cannot start (those rows then say why).
+ */
+async function startRestServer(url) {
+  try {
+    const { startUpstashRestServer } = await import('@stampede/upstash-rest-server/built');
+    const server = await startUpstashRestServer({ redisUrl: url });
+    progress(`fleet: local Upstash REST server on ${server.url}`);
+    return { client: { url: server.url, token: server.token }, close: () => server.close() };
+  } catch (error) {
+    const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    progress(`fleet: no local Upstash REST server: ${reason}`);
+    return { error: reason, close: async () => {} };
+  }
+}
+
+/** The Upstash fleet's target: its slowest caller within fill time + 100 ms, one fill in total. */
+function upstashTargets(ids, unavailable, push, callers) {
+  const name = `Upstash fleet: slowest caller within fill + 100 ms (lock + push wake-up, ${callers} callers)`;
+  if (!ids.includes('stampede-upstash-push')) return [];
+  if (unavailable['stampede-upstash-push'] !== undefined || push.length === 0) {
+    return [{ name, met: false, detail: unavailable['stampede-upstash-push'] ?? 'not run' }];
+  }
+  const maxFills = Math.max(...push.map((r) => r.fills));
+  const slowest = median(push.map((r) => r.max - r.fillTook));
+  return [
+    {
+      name,
+      met: maxFills === 1 && slowest <= 100,
+      detail: `slowest caller ${ms(slowest)} beyond the fill (median of ${push.length} rounds), ${maxFills} fill(s) at most per round`,
+    },
+  ];
 }

@@ -29,6 +29,8 @@ export interface UpstashRestServerStats {
   requests: number;
   /** Redis commands forwarded (each item of a pipeline or transaction counts). */
   commands: number;
+  /** `/subscribe` and `/psubscribe` streams opened (each holds a Redis connection while open). */
+  subscriptions: number;
 }
 
 /** A running local Upstash REST server. */
@@ -87,7 +89,7 @@ export async function startUpstashRestServer(options: UpstashRestServerOptions):
   const subscriptions = new Set<Redis>();
   const sockets = new Set<Socket>();
   const hung = new Set<ServerResponse>();
-  const counters: UpstashRestServerStats = { requests: 0, commands: 0 };
+  const counters: UpstashRestServerStats = { requests: 0, commands: 0, subscriptions: 0 };
   let fault: Fault | null = null;
 
   // A Redis error is the command's answer (400 on `/`); anything else is the server's fault (500).
@@ -110,6 +112,7 @@ export async function startUpstashRestServer(options: UpstashRestServerOptions):
     const subscribe = /^\/(p?)subscribe\/(.+)$/.exec(path);
     if (subscribe !== null) {
       const target = decodeURIComponent(subscribe[2] ?? '');
+      counters.subscriptions++;
       serveSubscription(req, res, redis, target, subscribe[1] === 'p', (connection, open) => {
         if (open) subscriptions.add(connection);
         else subscriptions.delete(connection);

@@ -65,3 +65,17 @@ describe.each([{ autoPipelining: true }, { autoPipelining: false }])('9. subscri
     await until('the server to drop the subscription', () => h.server.subscriptionCount() === 0);
   });
 });
+
+describe('9. subscribe: the stream’s lifetime', () => {
+  it('counts each stream opened, and frees one the client aborts right after opening it', async () => {
+    const redis = h.client();
+    const channel = `${h.prefix}early`;
+    const opened = h.server.stats().subscriptions;
+    const subscriber = redis.subscribe<unknown>([channel]);
+    await until('the request to reach the server', () => h.server.stats().subscriptions > opened);
+    await subscriber.unsubscribe();
+    await until('the server to drop the subscription', () => h.server.subscriptionCount() === 0);
+    await until('Redis to drop the subscriber', async () => (await subscribers(channel)) === 0);
+    expect(h.server.stats().subscriptions - opened).toBe(1);
+  });
+});

@@ -4,6 +4,7 @@ import type {
   CacheSetOptions,
   Duration,
   FillLock,
+  FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
 import {
@@ -11,9 +12,11 @@ import {
   createRedisProtocolCache,
   createRedisProtocolContext,
   parseRedisProtocolOptions,
+  remoteKeys,
 } from '@stampede/redis-protocol';
 import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
+import { listenForFillDone } from './push-wake-up.js';
 
 /** Options of {@link createUpstashCache}. */
 export interface UpstashCacheOptions {
@@ -60,6 +63,17 @@ export interface UpstashCacheOptions {
    * @default undefined
    */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+  /**
+   * Lock losers subscribe to the key's `:done` channel (the client's `subscribe`, server-sent events
+   * over one HTTP request, `@upstash/redis` >= 1.35) and read the value as soon as the holder
+   * announces it, instead of only polling. One subscription per waiting call, opened when it loses
+   * the lock and closed when its wait ends (never shared across requests, as edge runtimes require).
+   * On a metered plan a wait costs one more request (the subscribe). Without `subscribe` on the
+   * client, or when the subscription fails, losers poll (`lockPollInterval`). Holders always
+   * announce, whatever this option says.
+   * @default true
+   */
+  pushWakeUp?: boolean | undefined;
 }
 
 /** A {@link Cache} on Upstash Redis over HTTP, with the distributed fill lock. */
@@ -86,6 +100,12 @@ export interface UpstashCache extends Cache {
    */
   delete(key: string): Promise<void>;
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * Listens for the end of fills of `key` on any replica through its own subscription (a no-op with
+   * `pushWakeUp: false` or a client without `subscribe`); calls `ready` once the server has
+   * acknowledged it. The returned function closes the subscription.
+   */
+  onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
   /** `value` through the serializer and back: what a later `get` returns for it. */
   roundTrip(value: unknown): unknown;
 }
@@ -98,6 +118,9 @@ function checkOptions(options: UpstashCacheOptions): void {
   if (options.waitUntil !== undefined && typeof options.waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof options.waitUntil}`);
   }
+  if (options.pushWakeUp !== undefined && typeof options.pushWakeUp !== 'boolean') {
+    throw new TypeError(`options.pushWakeUp must be a boolean; got ${typeof options.pushWakeUp}`);
+  }
 }
 
 /**
@@ -108,7 +131,8 @@ function checkOptions(options: UpstashCacheOptions): void {
  * tombstone so a fill that started before it cannot bring the value back. Times are stored on
  * Redis's clock (the cache measures its offset from this process's clock with `TIME`), so replicas
  * whose clocks disagree still order writes and deletes correctly. Implements the distributed fill
- * lock; lock losers poll with the core's back-off.
+ * lock and push wake-up: a lock loser hears the holder's announcement over a subscription of its
+ * own (server-sent events) and polls with the core's back-off meanwhile.
  *
  * @example
  * import { Redis } from '@upstash/redis';
@@ -118,7 +142,7 @@ function checkOptions(options: UpstashCacheOptions): void {
  */
 export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   checkOptions(options);
-  const { client, waitUntil } = options;
+  const { client, waitUntil, pushWakeUp = true } = options;
   const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
     options,
     'upstash',
@@ -144,5 +168,9 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    onFillDone(key, listener, ready) {
+      if (!pushWakeUp) return () => {};
+      return listenForFillDone(client, remoteKeys(prefix, key).channel, listener, ready);
+    },
   };
 }

@@ -32,6 +32,7 @@ describe('createUpstashCache options', () => {
     expect(create({ client, operationTimeout: 'soon' })).toThrow(/options\.operationTimeout/);
     expect(create({ client, operationTimeout: 0 })).toThrow(RangeError);
     expect(create({ client, tombstoneTtl: -5 })).toThrow(/options\.tombstoneTtl/);
+    expect(create({ client, pushWakeUp: 'yes' })).toThrow(/options\.pushWakeUp must be a boolean/);
   });
 
   it('applies the defaults', () => {

@@ -1,0 +1,80 @@
+import type { FillOutcome } from '@stampede/core/adapter';
+
+/**
+ * What `@upstash/redis` (>= 1.35) returns from `subscribe`: one server-sent-event stream per
+ * channel, on `POST /subscribe/<channel>`. Declared here rather than taken from the client's types so
+ * that the package still type-checks and runs against a client without it.
+ */
+interface UpstashSubscription {
+  on(type: 'subscribe', listener: (count: number) => void): void;
+  on(type: 'message', listener: (event: { channel: string; message: unknown }) => void): void;
+  on(type: 'error', listener: (error: unknown) => void): void;
+  unsubscribe(channels?: string[]): Promise<void>;
+}
+
+type Subscribe = (channels: string | string[]) => UpstashSubscription;
+
+// A waiter's callback must not break the subscription's dispatch (nor surface as the client's error).
+function callSafely(callback: () => void): void {
+  try {
+    callback();
+  } catch {
+    // Ignored: the waiter still polls.
+  }
+}
+
+/**
+ * The outcome in a message of the `:done` channel. The release script publishes the bare words
+ * `filled` / `failed`; a client with `automaticDeserialization` tries `JSON.parse` on them and keeps
+ * the text when that fails, so both settings hand over the same string.
+ */
+function outcomeOf(message: unknown): FillOutcome | undefined {
+  return message === 'filled' || message === 'failed' ? message : undefined;
+}
+
+/**
+ * Subscribes `client` to `channel` for one waiting call: `ready` once the server acknowledges the
+ * subscription, `listener` with each announced outcome. Returns the function that ends the
+ * subscription (it aborts the stream, so the server drops its Redis subscriber).
+ *
+ * One stream per call, never shared: on Cloudflare Workers a stream belongs to the request that
+ * opened it, and the core already coalesces a process's callers into one lock waiter per key. A
+ * client without `subscribe`, or a subscription that fails, leaves the waiter on its poll schedule.
+ */
+export function listenForFillDone(
+  client: object,
+  channel: string,
+  listener: (outcome: FillOutcome) => void,
+  ready: (() => void) | undefined,
+): () => void {
+  const subscribe = (client as { subscribe?: unknown }).subscribe;
+  if (typeof subscribe !== 'function') return () => {};
+  let subscription: UpstashSubscription;
+  try {
+    // The client puts the channel into the URL path as it is: encoded here, a key with `/`, `?`,
+    // `#` or `%` (and the prefix's own escapes, `%7B`) reaches the server as the exact channel.
+    subscription = (subscribe as Subscribe).call(client, encodeURIComponent(channel));
+  } catch {
+    return () => {};
+  }
+  let stopped = false;
+  const stop = (): void => {
+    if (stopped) return;
+    stopped = true;
+    try {
+      subscription.unsubscribe().catch(() => {});
+    } catch {
+      // Already closed: nothing to release.
+    }
+  };
+  subscription.on('subscribe', () => {
+    if (!stopped && ready !== undefined) callSafely(ready);
+  });
+  subscription.on('message', ({ message }) => {
+    const outcome = outcomeOf(message);
+    if (!stopped && outcome !== undefined) callSafely(() => listener(outcome));
+  });
+  // The request failed (HTTP error, network): nothing will arrive; the waiter polls on.
+  subscription.on('error', stop);
+  return stop;
+}
