@@ -60,7 +60,19 @@ describe('memory README example in workerd', () => {
   });
 });
 
-describe('the log capture itself', () => {
+describe('what these checks catch', () => {
+  it('the same example with configure({ isolatedRequests: false }) fails them: workerd cancels or strands the joiners', async () => {
+    // Imports are hoisted, so this runs after the example's module scope and before any request.
+    const off = `import { configure } from '@stampede/core';\nconfigure({ isolatedRequests: false });\n${example}`;
+    worker = await startWorker(await bundleExample(off, 'workerd', { dbUrl: db.url, prefix: 'unused:' }));
+    const w = worker;
+    const result = await herd(8, () => w.fetch('/'), 2000);
+    await worker.quiet();
+    expect(result.statuses.filter((status) => status === 200).length).toBeLessThan(8);
+    expect(runtimeProblems(worker.logs).join('\n')).toMatch(/different request context/);
+    console.log(`workerd memory, isolatedRequests off: statuses ${result.statuses.join(' ')}`);
+  });
+
   it('sees workerd refuse a promise shared across requests (so "no warning" above means something)', async () => {
     worker = await startWorker(`
       const waiting = [];
