@@ -15,8 +15,7 @@ import { fillsText } from './herd.mjs';
 const childPath = fileURLToPath(new URL('../fleet-child.mjs', import.meta.url));
 
 export async function fleetScenario({ url }) {
-  const { rounds, processes, callers } = config.fleet;
-  const { fillMs } = config;
+  const { rounds, processes, callers, fillMs } = config.fleet;
   const prefix = randomPrefix();
   const ids = fleetVariants
     .map((v) => v.id)
