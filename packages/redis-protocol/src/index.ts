@@ -3,6 +3,7 @@ export {
   type RedisProtocolCache,
   type RedisProtocolCacheSettings,
 } from './cache.js';
+export { callSafely } from './call-safely.js';
 export type { RedisProtocolClient } from './client.js';
 export { createRedisProtocolContext, type RedisProtocolContext } from './context.js';
 export {

@@ -1,4 +1,5 @@
 import type { FillOutcome } from '@stampede/core/adapter';
+import { callSafely } from '@stampede/redis-protocol';
 import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
@@ -21,15 +22,6 @@ interface Listeners {
   subscribed: boolean;
   /** `ready` callbacks of waiters that arrived before the acknowledgement. */
   readonly pending: (() => void)[];
-}
-
-// A waiter's callback must not break the notifier (nor the other waiters of the channel).
-function callSafely(callback: () => void): void {
-  try {
-    callback();
-  } catch {
-    // Ignored: the waiter falls back to polling.
-  }
 }
 
 function isOutcome(message: string): message is FillOutcome {

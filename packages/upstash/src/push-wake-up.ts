@@ -1,4 +1,5 @@
 import type { FillOutcome } from '@stampede/core/adapter';
+import { callSafely } from '@stampede/redis-protocol';
 
 /**
  * What `@upstash/redis` (>= 1.35) returns from `subscribe`: one server-sent-event stream per
@@ -13,15 +14,6 @@ interface UpstashSubscription {
 }
 
 type Subscribe = (channels: string | string[]) => UpstashSubscription;
-
-// A waiter's callback must not break the subscription's dispatch (nor surface as the client's error).
-function callSafely(callback: () => void): void {
-  try {
-    callback();
-  } catch {
-    // Ignored: the waiter still polls.
-  }
-}
 
 /**
  * The outcome in a message of the `:done` channel. The release script publishes the bare words
