@@ -9,7 +9,7 @@ const int = (name, fallback) => {
 };
 
 export const config = {
-  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory). */
+  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory, tiered). */
   only: (process.env.BENCH_ONLY ?? '')
     .split(',')
     .map((s) => s.trim())
@@ -46,6 +46,7 @@ export const config = {
     ttlMs: 1_000,
     graceMs: 5_000,
   },
+  tiered: { rounds: int('BENCH_TIERED_ROUNDS', 50), processes: int('BENCH_TIERED_PROCESSES', 4) },
   commands: { rounds: int('BENCH_COMMANDS_ROUNDS', 3), misses: 50, hits: 200 },
   memory: { keys: int('BENCH_MEMORY_KEYS', 1_000_000), max: 10_000, batch: 1_000 },
 };

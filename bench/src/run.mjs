@@ -13,6 +13,7 @@ import { herdScenario } from './scenarios/herd.mjs';
 import { hitScenario } from './scenarios/hit.mjs';
 import { memoryScenario } from './scenarios/memory.mjs';
 import { swrScenario } from './scenarios/swr.mjs';
+import { tieredScenario } from './scenarios/tiered.mjs';
 import { progress, table } from './stats.mjs';
 
 let strayRejections = 0;
@@ -52,6 +53,7 @@ const scenarios = [
   ['swr', () => swrScenario(peers)],
   ['commands', () => commandsScenario({ url: config.redisUrl }), true],
   ['memory', () => memoryScenario()],
+  ['tiered', () => tieredScenario({ url: config.redisUrl }), true],
 ];
 
 const targets = [];
