@@ -12,6 +12,7 @@ import { fleetScenario } from './scenarios/fleet.mjs';
 import { herdScenario } from './scenarios/herd.mjs';
 import { hitScenario } from './scenarios/hit.mjs';
 import { memoryScenario } from './scenarios/memory.mjs';
+import { outageScenario } from './scenarios/outage.mjs';
 import { swrScenario } from './scenarios/swr.mjs';
 import { tieredScenario } from './scenarios/tiered.mjs';
 import { progress, table } from './stats.mjs';
@@ -53,6 +54,7 @@ const scenarios = [
   ['swr', () => swrScenario(peers)],
   ['commands', () => commandsScenario({ url: config.redisUrl }), true],
   ['memory', () => memoryScenario()],
+  ['outage', () => outageScenario(peers)],
   ['tiered', () => tieredScenario({ url: config.redisUrl }), true],
 ];
 

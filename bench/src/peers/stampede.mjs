@@ -170,6 +170,25 @@ export default {
       return { get: (key, fill) => getOrComputeWith(cache, key, options, fill) };
     },
   },
+  outage: [
+    {
+      label: 'stampede, failSafe',
+      feature: 'failSafe (throttle = backoff)',
+      create({ ttlMs, backoffMs }) {
+        const cache = createMemoryCache({ max: 10_000 });
+        const options = { ttl: ttlMs, failSafe: { maxStale: '1h', throttle: backoffMs } };
+        return { get: (key, fill) => getOrComputeWith(cache, key, options, fill) };
+      },
+    },
+    {
+      label: 'stampede, no failSafe',
+      feature: 'none',
+      create({ ttlMs }) {
+        const cache = createMemoryCache({ max: 10_000 });
+        return { get: (key, fill) => getOrComputeWith(cache, key, { ttl: ttlMs }, fill) };
+      },
+    },
+  ],
   redisMissing,
   redis: [
     redisVariant('stampede-push', 'stampede, lock + push wake-up', 'push'),
