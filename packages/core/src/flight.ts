@@ -341,7 +341,7 @@ export class Flight {
     if (role === 'joiner' && this.sharedError !== undefined) return this.sharedError;
     const error =
       result.kind === 'fill'
-        ? new CacheFillError('fill_failed', this.key, messageOf(result.error))
+        ? new CacheFillError('fill_failed', this.key, messageOf(result.error), { cause: result.error })
         : result.kind === 'timeout'
           ? new CacheFillError('timeout', this.key, messageOf(result.error), { cause: result.error })
           : new CacheFillError('fill_failed', this.key, 'every caller of this fill left before it finished');

@@ -72,10 +72,14 @@ describe('isolated request contexts: joiners watch the fill from their own conte
     const leader = settle(getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => gate.promise));
     const joiner = settle(getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => 'unused'));
     await vi.advanceTimersByTimeAsync(50);
-    gate.reject(new Error('db down'));
+    const cause = new Error('db down');
+    gate.reject(cause);
     await vi.advanceTimersByTimeAsync(10);
     expect((await leader).ok).toBe(false);
-    expect(failure(await joiner).message).toMatch(/db down/);
+    const error = failure(await joiner);
+    expect(error.message).toMatch(/db down/);
+    expect(error.kind).toBe('fill_failed');
+    expect(error.cause).toBe(cause);
   });
 
   it('concurrent callers each read the backend themselves (no read shared across requests)', async () => {
