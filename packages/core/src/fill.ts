@@ -2,11 +2,13 @@ import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writ
 import { releaseRefreshSlot } from './background.js';
 import type { FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
+import { type Fallback, rescue, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
 import { Flight } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** A fill function as the core calls it. */
 export type FillFn = (context: FillContext<unknown>) => unknown;
@@ -29,30 +31,74 @@ function fillEvent(
   }
 }
 
-function startFlight(state: CacheState, key: string, options: ResolvedOptions, background: boolean): Flight {
-  return new Flight({
+function startFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  background: boolean,
+  fallback: Fallback | undefined,
+): Flight {
+  // A refresh holds one of the process's background-refresh slots until it settles; so does a fill
+  // that went on in the background after its soft timeout.
+  let holdsSlot = background;
+  let soft: LongTimeout | undefined;
+  const flight = new Flight({
     key,
     background,
     registry: state.flights,
     fillTimeout: options.fillTimeout,
-    onTimeout: (flight) => {
+    fallback,
+    onTimeout: () => {
       state.counters.fillTimeouts++;
       if (background) state.counters.backgroundRefreshFailures++;
       fillEvent(state, flight, flight.startedAt, 'timeout');
     },
-    // A refresh holds one of the process's background-refresh slots until it settles.
-    onSettle: background ? releaseRefreshSlot : undefined,
+    rescue:
+      fallback === undefined
+        ? undefined
+        : () => {
+            const answer = rescue(state, flight, options, 'timeout');
+            // The fill may never return: the re-arm's write is handed to the platform on its own.
+            if (flight.rearming !== undefined) handOff(options, flight.rearming);
+            return answer;
+          },
+    onSettle: () => {
+      soft?.clear();
+      if (holdsSlot) {
+        holdsSlot = false;
+        releaseRefreshSlot();
+      }
+    },
   });
+  if (!background && fallback !== undefined && options.softTimeout !== undefined) {
+    soft = setLongTimeout(() => {
+      if (softTimeout(state, flight)) holdsSlot = true;
+    }, options.softTimeout);
+  }
+  return flight;
 }
 
-/** Registers a fill that callers wait for (a miss); the caller that starts it joins as its leader. */
-export function startForegroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
-  return startFlight(state, key, options, false);
+/**
+ * Registers a fill that callers wait for (a miss); the caller that starts it joins as its leader.
+ * `fallback` is fail-safe's previous value, if any.
+ */
+export function startForegroundFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fallback?: Fallback,
+): Flight {
+  return startFlight(state, key, options, false, fallback);
 }
 
 /** Registers a stale-while-revalidate refresh, which no caller waits for. */
-export function startBackgroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
-  return startFlight(state, key, options, true);
+export function startBackgroundFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fallback?: Fallback,
+): Flight {
+  return startFlight(state, key, options, true, fallback);
 }
 
 /**
@@ -258,11 +304,15 @@ async function fillPhase(
       counters.fillFailures++;
       if (flight.background) counters.backgroundRefreshFailures++;
       fillEvent(state, flight, startedAt, 'error');
-      // The flight leaves the registry before the callers hear, so the next call retries from scratch.
+      // The flight leaves the registry before the callers hear, so the next call retries from scratch
+      // (or, after fail-safe's re-arm, hits the re-armed value).
       flight.detach();
-      flight.settle({ ok: false, kind: 'fill', error });
+      const rescued = flight.fallback === undefined ? undefined : rescue(state, flight, options, 'error');
+      flight.settle(rescued ?? { ok: false, kind: 'fill', error });
     }
     await release('failed');
+    // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.
+    if (flight.rearming !== undefined) await flight.rearming;
     return;
   }
   // A flight given up while its fill ran (fillTimeout, every caller gone) has answered its callers
@@ -290,10 +340,17 @@ function holdLock(
   const key = flight.key;
   const stopExtending = keepLockAlive(state, key, lock, lockTtl);
   let released = false;
-  const release = (outcome: FillOutcome): Promise<void> => {
-    if (released) return Promise.resolve();
+  const release = async (outcome: FillOutcome): Promise<void> => {
+    if (released) return;
     released = true;
     stopExtending();
+    // Fail-safe re-armed the value: waiters must find it once the lock is free, so it is written
+    // first, and they are told a value is there.
+    const rearming = flight.rearming;
+    if (rearming !== undefined) {
+      await rearming;
+      return releaseLock(state, key, lock, 'filled');
+    }
     return releaseLock(state, key, lock, outcome);
   };
   const { signal } = flight.controller;
