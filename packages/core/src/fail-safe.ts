@@ -1,10 +1,12 @@
-import { writeEntry } from './backend.js';
+import { isThenable, writeEntry } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { CacheEntry } from './cache.js';
 import { emit, hasListeners } from './events.js';
-import type { Flight, FlightResult } from './flight.js';
+import type { Flight } from './flight.js';
 import type { ResolvedOptions } from './options.js';
+import { raceTimeout } from './race-timeout.js';
 import type { CacheState } from './registry.js';
+import { reportBackendError } from './stats.js';
 
 /**
  * A previous value that a failing fill of its key may answer with (`failSafe`): the entry the miss
@@ -75,20 +77,65 @@ function usableFallback(flight: Flight): Fallback | undefined {
 }
 
 /**
- * Fail-safe for a fill of `flight` that failed (`reason`): when its fallback may still answer,
- * counts the activation, re-arms the value (written fresh for `throttle`, `flight.rearming`) and
- * returns the result its callers get instead of the failure. Otherwise `undefined`: the failure
- * stands.
+ * How long the read that confirms a fallback may take before the value read at the miss is used
+ * as it is (the cache is then as slow as the source; answering beats waiting).
  */
-export function rescue(
+export const CONFIRM_READ_MS = 250;
+
+/**
+ * The value a failed fill of `flight` falls back on, confirmed by reading the cache once more: the
+ * fallback was read when the fill started, and the key may have changed since on another replica.
+ * The entry found decides: none (deleted, invalidated, or gone): no fallback, the failure stands;
+ * the same entry (or its re-armed copy, same `createdAt`): the fallback; another entry (another
+ * replica filled or set the key): that entry, within its own `maxStale`. A cache that fails or
+ * does not answer within {@link CONFIRM_READ_MS} leaves the fallback read at the miss: when the
+ * source and the cache are both down, the last value known is still the best answer.
+ */
+export function confirmFallback(
   state: CacheState,
   flight: Flight,
   options: ResolvedOptions,
+): Fallback | undefined | Promise<Fallback | undefined> {
+  const captured = usableFallback(flight);
+  if (captured === undefined) return undefined;
+  const key = flight.key;
+  const decide = (entry: CacheEntry | undefined): Fallback | undefined => {
+    if (usableFallback(flight) === undefined || entry === undefined) return undefined;
+    if (entry.createdAt === captured.entry.createdAt) return captured;
+    return fallbackFor(state, key, entry, options);
+  };
+  let read: ReturnType<CacheState['cache']['get']>;
+  try {
+    read = state.cache.get(key);
+  } catch (error) {
+    reportBackendError(state.name, 'get', key, error);
+    return captured;
+  }
+  if (!isThenable<CacheEntry | undefined>(read)) return decide(read);
+  return raceTimeout(
+    Promise.resolve(read),
+    CONFIRM_READ_MS,
+    () => new Error(`cache.get for '${key}' did not settle within ${CONFIRM_READ_MS}ms`),
+  ).then(decide, (error: unknown) => {
+    reportBackendError(state.name, 'get', key, error);
+    return usableFallback(flight);
+  });
+}
+
+/**
+ * Fail-safe answered for `flight` with `fallback` (its callers have the value): counts the
+ * activation, emits the event and re-arms the value (written fresh for `throttle`, kept in
+ * `flight.rearming`).
+ */
+export function activate(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  fallback: Fallback,
   reason: 'error' | 'timeout',
-): FlightResult | undefined {
+): void {
   const failSafe = options.failSafe;
-  const fallback = usableFallback(flight);
-  if (failSafe === undefined || fallback === undefined) return undefined;
+  if (failSafe === undefined) return;
   const now = Date.now();
   state.counters.failSafeActivations++;
   if (hasListeners()) {
@@ -102,7 +149,6 @@ export function rescue(
     });
   }
   flight.rearming = rearm(state, flight.key, fallback, failSafe.throttle, options.grace, now);
-  return { ok: true, value: fallback.entry.value };
 }
 
 /**
@@ -123,6 +169,8 @@ function rearm(
 ): Promise<void> | undefined {
   const { entry, until } = fallback;
   const freshUntil = Math.min(now + throttle, until);
+  // Found fresh at least that long (another replica filled it meanwhile): nothing to re-arm.
+  if (entry.freshUntil >= freshUntil) return undefined;
   const staleUntil = Math.max(freshUntil, Math.min(freshUntil + grace, until));
   const rearmed: CacheEntry = { value: entry.value, createdAt: entry.createdAt, freshUntil, staleUntil };
   const physical = until > Number.MAX_SAFE_INTEGER ? undefined : until - now;

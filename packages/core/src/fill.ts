@@ -1,10 +1,18 @@
-import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writeEntry } from './backend.js';
+import {
+  entryFor,
+  isThenable,
+  keepLockAlive,
+  physicalTtl,
+  readEntryAsync,
+  releaseLock,
+  writeEntry,
+} from './backend.js';
 import { releaseRefreshSlot } from './background.js';
 import type { FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
-import { type Fallback, rescue, softTimeout } from './fail-safe.js';
+import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
-import { Flight } from './flight.js';
+import { Flight, type Rescue } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
@@ -57,10 +65,21 @@ function startFlight(
       fallback === undefined
         ? undefined
         : () => {
-            const answer = rescue(state, flight, options, 'timeout');
-            // The fill may never return: the re-arm's write is handed to the platform on its own.
-            if (flight.rearming !== undefined) handOff(options, flight.rearming);
-            return answer;
+            const toRescue = (confirmed: Fallback | undefined): Rescue | undefined =>
+              confirmed === undefined
+                ? undefined
+                : {
+                    answer: { ok: true, value: confirmed.entry.value },
+                    activate: () => {
+                      activate(state, flight, options, confirmed, 'timeout');
+                      // The fill may never return: the re-arm's write goes to the platform on its own.
+                      if (flight.rearming !== undefined) handOff(options, flight.rearming);
+                    },
+                  };
+            const confirming = confirmFallback(state, flight, options);
+            return isThenable<Fallback | undefined>(confirming)
+              ? confirming.then(toRescue)
+              : toRescue(confirming);
           },
     onSettle: () => {
       soft?.clear();
@@ -300,6 +319,12 @@ async function fillPhase(
       fillSettled(flight);
     }
   } catch (error) {
+    // With fail-safe the cache is read once more (callers arriving meanwhile join this flight).
+    const confirmed =
+      flight.fallback === undefined || flight.result !== undefined
+        ? undefined
+        : await confirmFallback(state, flight, options);
+    // Not settled meanwhile (by fillTimeout, or every caller leaving).
     if (flight.result === undefined) {
       counters.fillFailures++;
       if (flight.background) counters.backgroundRefreshFailures++;
@@ -307,8 +332,11 @@ async function fillPhase(
       // The flight leaves the registry before the callers hear, so the next call retries from scratch
       // (or, after fail-safe's re-arm, hits the re-armed value).
       flight.detach();
-      const rescued = flight.fallback === undefined ? undefined : rescue(state, flight, options, 'error');
-      flight.settle(rescued ?? { ok: false, kind: 'fill', error });
+      if (confirmed === undefined) flight.settle({ ok: false, kind: 'fill', error });
+      else {
+        flight.settle({ ok: true, value: confirmed.entry.value });
+        activate(state, flight, options, confirmed, 'error');
+      }
     }
     await release('failed');
     // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.

@@ -11,6 +11,14 @@ export type FlightResult =
 /** A {@link FlightResult} that is a failure. */
 export type Failure = Exclude<FlightResult, { ok: true }>;
 
+/** What answers a flight's callers instead of its timeout (fail-safe), and what to do if it does. */
+export interface Rescue {
+  /** The result the callers get instead of the timeout. */
+  readonly answer: FlightResult;
+  /** Called once the callers have the answer (not when the flight had settled meanwhile). */
+  activate(): void;
+}
+
 // A caller that watches a flight from its own request context (`isolatedRequests`) looks after
 // WATCH_FIRST_MS, then at doubling intervals up to WATCH_CEILING_MS.
 const WATCH_FIRST_MS = 1;
@@ -55,10 +63,11 @@ export interface FlightOptions {
   /** The previous value fail-safe may answer with (`failSafe`), if there is one. */
   readonly fallback?: Fallback | undefined;
   /**
-   * Called when `fillTimeout` gives the flight up, before its callers hear: a result to answer
-   * them with instead of the timeout (fail-safe's previous value), or `undefined`.
+   * Called when `fillTimeout` passes, before the callers hear: what to answer them with instead of
+   * the timeout (fail-safe's previous value), or `undefined`. When it answers with a promise (a
+   * read that confirms the value), the flight stays registered and unsettled until it resolves.
    */
-  readonly rescue?: ((failure: Failure) => FlightResult | undefined) | undefined;
+  readonly rescue?: ((failure: Failure) => Rescue | undefined | PromiseLike<Rescue | undefined>) | undefined;
 }
 
 /**
@@ -153,7 +162,7 @@ export class Flight {
   private readonly registry: Map<string, Flight>;
   private readonly onTimeout: (flight: Flight) => void;
   private readonly onSettle: ((flight: Flight) => void) | undefined;
-  private readonly rescue: ((failure: Failure) => FlightResult | undefined) | undefined;
+  private readonly rescue: FlightOptions['rescue'];
   /** The `fillTimeout` timer: armed at construction, cleared by `settle`. */
   private readonly timeout: LongTimeout | undefined;
   /** The leader's promise, made on its `joinAsLeader` (when it has no signal or limit of its own). */
@@ -369,8 +378,18 @@ export class Flight {
     const error = new Error(`fill of '${this.key}' did not settle within ${limit}ms (fillTimeout)`);
     error.name = 'TimeoutError';
     const failure: Failure = { ok: false, kind: 'timeout', error };
-    if (this.result !== undefined) return;
-    this.giveUp(failure, () => this.onTimeout(this), this.rescue?.(failure));
+    const finish = (rescue: Rescue | undefined): void =>
+      this.giveUp(
+        failure,
+        () => {
+          rescue?.activate();
+          this.onTimeout(this);
+        },
+        rescue?.answer,
+      );
+    const rescuing = this.rescue?.(failure);
+    if (rescuing === undefined || !('then' in rescuing)) finish(rescuing);
+    else rescuing.then(finish, () => finish(undefined));
   }
 
   /**

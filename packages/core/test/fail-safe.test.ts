@@ -191,7 +191,7 @@ describe('fail-safe: a failing fill answers with the previous value', () => {
     expect(stats().failSafeActivations).toBe(2);
   });
 
-  it('a real fill started after the previous value wins over a re-arm landing later', async () => {
+  it("a failed fill answers with another replica's newer value, found by the confirming read", async () => {
     const backend = new Backend();
     const a = testCache({ backend, name: 'a' });
     const b = testCache({ backend, name: 'b' });
@@ -202,12 +202,41 @@ describe('fail-safe: a failing fill answers with the previous value', () => {
     vi.advanceTimersByTime(100);
     // Replica b fills successfully meanwhile.
     expect(await getOrComputeWith(b, 'k', FS, () => 'v2')).toBe('v2');
+    const v2 = backend.read('k');
     slowFailure.reject(new Error('db down'));
-    expect(await failed).toBe('v1');
+    expect(await failed).toBe('v2');
     await flush();
-    // The re-arm (createdAt of v1) is refused by the newer v2.
-    expect(backend.read('k')?.value).toBe('v2');
+    // v2 is what gets re-armed (fresh for throttle, its own createdAt).
+    expect(backend.read('k')).toEqual({
+      ...v2,
+      freshUntil: Date.now() + THROTTLE,
+      staleUntil: Date.now() + THROTTLE,
+    });
     expect(await getOrComputeWith(a, 'k', FS, failing())).toBe('v2');
+  });
+
+  it('a re-arm never replaces a newer value: a real fill started after the previous value wins', async () => {
+    const backend = new Backend();
+    const a = testCache({ backend, name: 'a' });
+    await getOrComputeWith(a, 'k', FS, () => 'v1');
+    const v1 = backend.read('k');
+    vi.advanceTimersByTime(TTL);
+    // The confirming read finds v1; another replica's v2 (started later) lands before the re-arm.
+    const get = a.get;
+    a.get = (key) => {
+      const found = get(key);
+      if (a.calls.get === 3) {
+        backend.write(
+          'k',
+          { value: 'v2', createdAt: Date.now(), freshUntil: Date.now() + 1, staleUntil: Date.now() + 1 },
+          1_000,
+        );
+      }
+      return found;
+    };
+    expect(await getOrComputeWith(a, 'k', FS, failing())).toBe('v1');
+    expect(v1?.createdAt).toBeLessThan(Date.now());
+    expect(backend.read('k')?.value).toBe('v2');
   });
 });
 
