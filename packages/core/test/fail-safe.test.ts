@@ -512,6 +512,56 @@ describe('fail-safe never brings an invalidated key back', () => {
   });
 });
 
+describe('fail-safe confirms its fallback with one more read', () => {
+  it('a key invalidated on another replica while the fill ran: the error, nothing re-armed', async () => {
+    const backend = new Backend();
+    const a = testCache({ backend, name: 'a' });
+    const b = testCache({ backend, name: 'b' });
+    await getOrComputeWith(a, 'k', FS, () => 'v1');
+    vi.advanceTimersByTime(TTL);
+    const gate = deferred<string>();
+    const call = settle(getOrComputeWith(a, 'k', FS, () => gate.promise));
+    vi.advanceTimersByTime(5);
+    await invalidate(b, 'k');
+    gate.reject(new Error('db down'));
+    expect(failure(await call).kind).toBe('fill');
+    expect(backend.read('k')).toBeUndefined();
+    expect(stats().failSafeActivations).toBe(0);
+  });
+
+  it('a cache that fails the confirming read leaves the value read at the miss (both down: still an answer)', async () => {
+    const cache = testCache();
+    await getOrComputeWith(cache, 'k', FS, () => 'v1');
+    vi.advanceTimersByTime(TTL);
+    const get = cache.get;
+    cache.get = (key) => {
+      if (cache.calls.get >= 2) throw new Error('redis down');
+      return get(key);
+    };
+    expect(await getOrComputeWith(cache, 'k', FS, failing())).toBe('v1');
+    expect(stats()).toMatchObject({ failSafeActivations: 1, backendErrors: 1 });
+  });
+
+  it('a confirming read slower than 250 ms: the value read at the miss, at 250 ms', async () => {
+    const cache = testCache({ async: true });
+    await getOrComputeWith(cache, 'k', FS, () => 'v1');
+    await flush();
+    vi.advanceTimersByTime(TTL);
+    const get = cache.get;
+    cache.get = (key) => (cache.calls.get >= 2 ? new Promise(() => {}) : get(key));
+    const call = settle(getOrComputeWith(cache, 'k', FS, failing()));
+    let answered = false;
+    void call.then(() => {
+      answered = true;
+    });
+    await vi.advanceTimersByTimeAsync(249);
+    expect(answered).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await call).toEqual({ ok: true, value: 'v1' });
+    expect(stats()).toMatchObject({ failSafeActivations: 1, backendErrors: 1 });
+  });
+});
+
 describe('fail-safe across replicas with the lock', () => {
   it('the replica whose fill failed re-arms before releasing the lock: the waiting replica takes the value, no fill', async () => {
     const backend = new Backend();
