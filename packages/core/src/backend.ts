@@ -93,12 +93,18 @@ function never(time: number): number {
 }
 
 /**
- * The backend's physical TTL for `options`: ttl + grace, or none (also when it would exceed 2^53
- * ms: no backend holds an entry that long, and a remote one could not be told such a number).
+ * The backend's physical TTL for `options`: ttl + grace, or with fail-safe ttl + max(grace,
+ * maxStale) (the entry must outlive its freshness to serve as a fallback); none without a ttl (also
+ * when it would exceed 2^53 ms: no backend holds an entry that long, and a remote one could not be
+ * told such a number).
  */
-export function physicalTtl(options: Pick<ResolvedOptions, 'ttl' | 'grace'>): number | undefined {
+export function physicalTtl(
+  options: Pick<ResolvedOptions, 'ttl' | 'grace'> & Partial<Pick<ResolvedOptions, 'failSafe'>>,
+): number | undefined {
   if (options.ttl === undefined) return undefined;
-  const ttl = options.ttl + options.grace;
+  const keep =
+    options.failSafe === undefined ? options.grace : Math.max(options.grace, options.failSafe.maxStale);
+  const ttl = options.ttl + keep;
   return ttl > Number.MAX_SAFE_INTEGER ? undefined : ttl;
 }
 

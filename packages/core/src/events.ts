@@ -68,13 +68,45 @@ export interface WarningEvent {
   readonly message: string;
 }
 
+/**
+ * Fail-safe answered for a fill that failed: its callers got the previous value instead of an error,
+ * and the value was re-armed fresh for `throttle` (see `GetOrComputeOptions.failSafe`).
+ */
+export interface FailSafeEvent {
+  readonly type: 'fail-safe';
+  /** The cache's name. */
+  readonly cache: string;
+  readonly key: string;
+  /** `'error'`: the fill threw or rejected; `'timeout'`: `fillTimeout` passed first. */
+  readonly reason: 'error' | 'timeout';
+  /** How long past the end of its freshness the previous value is, in ms (0 for a re-armed one still fresh). */
+  readonly staleMs: number;
+  /** True when the failing fill was a background refresh (stale-while-revalidate, or after a soft timeout). */
+  readonly background: boolean;
+}
+
+/**
+ * A fill ran past `softTimeout`: its callers got the previous value and the fill goes on in the
+ * background (see `GetOrComputeOptions.softTimeout`).
+ */
+export interface SoftTimeoutEvent {
+  readonly type: 'soft-timeout';
+  /** The cache's name. */
+  readonly cache: string;
+  readonly key: string;
+  /** How long the callers waited, from the start of the fill (lock wait included), in ms. */
+  readonly durationMs: number;
+}
+
 /** Every event stampede emits. */
 export type StampedeEvent =
   | FillEvent
   | LockWaitEvent
   | BackendErrorEvent
   | RefreshSkippedEvent
-  | WarningEvent;
+  | WarningEvent
+  | FailSafeEvent
+  | SoftTimeoutEvent;
 
 /** Receives {@link StampedeEvent}s. A listener that throws is ignored (it never fails a request). */
 export type StampedeListener = (event: StampedeEvent) => void;

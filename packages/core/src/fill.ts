@@ -1,12 +1,22 @@
-import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writeEntry } from './backend.js';
+import {
+  entryFor,
+  isThenable,
+  keepLockAlive,
+  physicalTtl,
+  readEntryAsync,
+  releaseLock,
+  writeEntry,
+} from './backend.js';
 import { releaseRefreshSlot } from './background.js';
 import type { FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
+import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
-import { Flight } from './flight.js';
+import { Flight, type Rescue } from './flight.js';
 import { acquireOrWait } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** A fill function as the core calls it. */
 export type FillFn = (context: FillContext<unknown>) => unknown;
@@ -29,30 +39,85 @@ function fillEvent(
   }
 }
 
-function startFlight(state: CacheState, key: string, options: ResolvedOptions, background: boolean): Flight {
-  return new Flight({
+function startFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  background: boolean,
+  fallback: Fallback | undefined,
+): Flight {
+  // A refresh holds one of the process's background-refresh slots until it settles; so does a fill
+  // that went on in the background after its soft timeout.
+  let holdsSlot = background;
+  let soft: LongTimeout | undefined;
+  const flight = new Flight({
     key,
     background,
     registry: state.flights,
     fillTimeout: options.fillTimeout,
-    onTimeout: (flight) => {
+    fallback,
+    onTimeout: () => {
       state.counters.fillTimeouts++;
       if (background) state.counters.backgroundRefreshFailures++;
       fillEvent(state, flight, flight.startedAt, 'timeout');
     },
-    // A refresh holds one of the process's background-refresh slots until it settles.
-    onSettle: background ? releaseRefreshSlot : undefined,
+    rescue:
+      fallback === undefined
+        ? undefined
+        : () => {
+            const toRescue = (confirmed: Fallback | undefined): Rescue | undefined =>
+              confirmed === undefined
+                ? undefined
+                : {
+                    answer: { ok: true, value: confirmed.entry.value },
+                    activate: () => {
+                      activate(state, flight, options, confirmed, 'timeout');
+                      // The fill may never return: the re-arm's write goes to the platform on its own.
+                      if (flight.rearming !== undefined) handOff(options, flight.rearming);
+                    },
+                  };
+            const confirming = confirmFallback(state, flight, options);
+            return isThenable<Fallback | undefined>(confirming)
+              ? confirming.then(toRescue)
+              : toRescue(confirming);
+          },
+    onSettle: () => {
+      soft?.clear();
+      if (holdsSlot) {
+        holdsSlot = false;
+        releaseRefreshSlot();
+      }
+    },
   });
+  if (!background && fallback !== undefined && options.softTimeout !== undefined) {
+    soft = setLongTimeout(() => {
+      if (softTimeout(state, flight)) holdsSlot = true;
+    }, options.softTimeout);
+  }
+  return flight;
 }
 
-/** Registers a fill that callers wait for (a miss); the caller that starts it joins as its leader. */
-export function startForegroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
-  return startFlight(state, key, options, false);
+/**
+ * Registers a fill that callers wait for (a miss); the caller that starts it joins as its leader.
+ * `fallback` is fail-safe's previous value, if any.
+ */
+export function startForegroundFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fallback?: Fallback,
+): Flight {
+  return startFlight(state, key, options, false, fallback);
 }
 
 /** Registers a stale-while-revalidate refresh, which no caller waits for. */
-export function startBackgroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
-  return startFlight(state, key, options, true);
+export function startBackgroundFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fallback?: Fallback,
+): Flight {
+  return startFlight(state, key, options, true, fallback);
 }
 
 /**
@@ -254,15 +319,28 @@ async function fillPhase(
       fillSettled(flight);
     }
   } catch (error) {
+    // With fail-safe the cache is read once more (callers arriving meanwhile join this flight).
+    const confirmed =
+      flight.fallback === undefined || flight.result !== undefined
+        ? undefined
+        : await confirmFallback(state, flight, options);
+    // Not settled meanwhile (by fillTimeout, or every caller leaving).
     if (flight.result === undefined) {
       counters.fillFailures++;
       if (flight.background) counters.backgroundRefreshFailures++;
       fillEvent(state, flight, startedAt, 'error');
-      // The flight leaves the registry before the callers hear, so the next call retries from scratch.
+      // The flight leaves the registry before the callers hear, so the next call retries from scratch
+      // (or, after fail-safe's re-arm, hits the re-armed value).
       flight.detach();
-      flight.settle({ ok: false, kind: 'fill', error });
+      if (confirmed === undefined) flight.settle({ ok: false, kind: 'fill', error });
+      else {
+        flight.settle({ ok: true, value: confirmed.entry.value });
+        activate(state, flight, options, confirmed, 'error');
+      }
     }
     await release('failed');
+    // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.
+    if (flight.rearming !== undefined) await flight.rearming;
     return;
   }
   // A flight given up while its fill ran (fillTimeout, every caller gone) has answered its callers
@@ -290,10 +368,17 @@ function holdLock(
   const key = flight.key;
   const stopExtending = keepLockAlive(state, key, lock, lockTtl);
   let released = false;
-  const release = (outcome: FillOutcome): Promise<void> => {
-    if (released) return Promise.resolve();
+  const release = async (outcome: FillOutcome): Promise<void> => {
+    if (released) return;
     released = true;
     stopExtending();
+    // Fail-safe re-armed the value: waiters must find it once the lock is free, so it is written
+    // first, and they are told a value is there.
+    const rearming = flight.rearming;
+    if (rearming !== undefined) {
+      await rearming;
+      return releaseLock(state, key, lock, 'filled');
+    }
     return releaseLock(state, key, lock, outcome);
   };
   const { signal } = flight.controller;

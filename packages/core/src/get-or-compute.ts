@@ -3,6 +3,7 @@ import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
+import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
@@ -232,14 +233,16 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry.value);
+      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry);
       return Promise.resolve(entry.value);
     }
   }
   const inFlight = state.flights.get(key);
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
-  const flight = startForegroundFlight(state, key, options);
+  // With fail-safe, an expired entry the read still found is what a failing fill falls back on.
+  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, entry, options);
+  const flight = startForegroundFlight(state, key, options, fallback);
   // The leader joins before `execute` calls the fill (synchronously, without the lock): a caller
   // that joins and leaves from inside the fill must not find the flight without callers.
   const answer = flight.joinAsLeader(options.signal, options.fillTimeout);
@@ -255,7 +258,7 @@ function refreshInBackground(
   key: string,
   options: ResolvedOptions,
   fill: FillFn,
-  stale: unknown,
+  stale: CacheEntry,
 ): void {
   if (!takeRefreshSlot()) {
     state.counters.backgroundRefreshesSkipped++;
@@ -263,6 +266,7 @@ function refreshInBackground(
     return;
   }
   state.counters.backgroundRefreshes++;
-  const flight = startBackgroundFlight(state, key, options);
-  handOff(options, execute(state, flight, options, fill, stale));
+  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
+  const flight = startBackgroundFlight(state, key, options, fallback);
+  handOff(options, execute(state, flight, options, fill, stale.value));
 }

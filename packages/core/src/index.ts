@@ -13,17 +13,19 @@ export {
 export {
   type BackendErrorEvent,
   type BackendOperation,
+  type FailSafeEvent,
   type FillEvent,
   type LockWaitEvent,
   onStampedeEvent,
   type RefreshSkippedEvent,
+  type SoftTimeoutEvent,
   type StampedeEvent,
   type StampedeListener,
   type WarningEvent,
 } from './events.js';
 export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
 export { jitteredTtl } from './jitter.js';
-export type { FillContext, GetOrComputeOptions } from './options.js';
+export type { FailSafeOptions, FillContext, GetOrComputeOptions } from './options.js';
 // A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';

@@ -61,6 +61,49 @@ export interface GetOrComputeOptions {
    * @default undefined
    */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+  /**
+   * Fail-safe: when a fill fails (throws, rejects, or passes `fillTimeout`) while a previous value of
+   * the key is at most `maxStale` past the end of its freshness, every caller of that fill (the one
+   * that ran it and the ones that joined it) gets that previous value instead of a
+   * `CacheFillError`, and the value is re-armed: written back fresh for `throttle`, locally and in a
+   * remote cache, so neither this process nor the fleet retries the failing source before then.
+   * Without such a value the callers get the error, as without fail-safe. `true` takes the
+   * defaults; see {@link FailSafeOptions}.
+   *
+   * With it, entries are kept physically for `ttl + max(staleWhileRevalidate, maxStale)` (the
+   * envelope's freshness and stale-while-revalidate times do not change: past them the value is a
+   * miss, and only a failing fill falls back on it). An invalidated key never comes back through
+   * fail-safe. The options of the call that starts a fill decide for every caller of that fill.
+   * @default undefined (off)
+   */
+  failSafe?: boolean | FailSafeOptions | undefined;
+  /**
+   * With fail-safe's previous value at hand, a fill still running after this long answers its
+   * callers with that value; the fill goes on in the background (bounded by `fillTimeout`, and
+   * counted against the process-wide background-refresh cap while it runs: when the cap is reached,
+   * callers keep waiting for it) and writes its result when it lands. Without a previous value the
+   * callers wait as usual. Needs `failSafe` (a `TypeError` without it).
+   * @default undefined (callers wait for the fill)
+   */
+  softTimeout?: Duration | undefined;
+}
+
+/** The settings of {@link GetOrComputeOptions.failSafe}. */
+export interface FailSafeOptions {
+  /**
+   * How long after the end of its freshness (its `ttl`) a previous value may still answer for a
+   * failing fill. Re-arming does not extend it: a value re-armed again and again is given up
+   * `ttl + maxStale` after the fill that produced it started.
+   * @default '1d'
+   */
+  maxStale?: Duration | undefined;
+  /**
+   * How long a value that answered for a failing fill is fresh again (re-armed), so that the
+   * failing source is tried at most once per `throttle` per key (per process; fleet-wide on a
+   * remote cache). At least 1 ms.
+   * @default '30s'
+   */
+  throttle?: Duration | undefined;
 }
 
 /**
@@ -89,7 +132,20 @@ export interface ResolvedOptions {
   readonly signal: AbortSignal | undefined;
   readonly fillTimeout: number | undefined;
   readonly waitUntil: ((promise: Promise<unknown>) => void) | undefined;
+  readonly failSafe: ResolvedFailSafe | undefined;
+  readonly softTimeout: number | undefined;
 }
+
+/** {@link FailSafeOptions} after validation, in milliseconds. */
+export interface ResolvedFailSafe {
+  readonly maxStale: number;
+  readonly throttle: number;
+}
+
+/** Default {@link FailSafeOptions.maxStale}, ms (1 day). */
+export const DEFAULT_FAIL_SAFE_MAX_STALE = 86_400_000;
+/** Default {@link FailSafeOptions.throttle}, ms. */
+export const DEFAULT_FAIL_SAFE_THROTTLE = 30_000;
 
 /** Default lock expiry, ms. */
 export const DEFAULT_LOCK_TTL = 10_000;
@@ -112,7 +168,33 @@ export function ttlOnly(ttl: number | undefined): ResolvedOptions {
     signal: undefined,
     fillTimeout: undefined,
     waitUntil: undefined,
+    failSafe: undefined,
+    softTimeout: undefined,
   };
+}
+
+const FAIL_SAFE_DEFAULTS: ResolvedFailSafe = {
+  maxStale: DEFAULT_FAIL_SAFE_MAX_STALE,
+  throttle: DEFAULT_FAIL_SAFE_THROTTLE,
+};
+
+function resolveFailSafe(option: GetOrComputeOptions['failSafe']): ResolvedFailSafe | undefined {
+  if (option === undefined || option === false) return undefined;
+  if (option === true) return FAIL_SAFE_DEFAULTS;
+  if (typeof option !== 'object' || option === null) {
+    throw new TypeError(
+      `options.failSafe must be a boolean or an object; got ${option === null ? 'null' : typeof option}`,
+    );
+  }
+  const maxStale =
+    option.maxStale === undefined
+      ? DEFAULT_FAIL_SAFE_MAX_STALE
+      : toMilliseconds(option.maxStale, 'options.failSafe.maxStale');
+  const throttle =
+    option.throttle === undefined
+      ? DEFAULT_FAIL_SAFE_THROTTLE
+      : toPositiveMilliseconds(option.throttle, 'options.failSafe.throttle');
+  return { maxStale, throttle };
 }
 
 function isAbortSignal(value: unknown): value is AbortSignal {
@@ -156,5 +238,27 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   if (waitUntil !== undefined && typeof waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof waitUntil}`);
   }
-  return { ttl, grace, lock, lockTtl, lockWaitTimeout, lockPollInterval, signal, fillTimeout, waitUntil };
+  const failSafe = resolveFailSafe(options.failSafe);
+  const softTimeout =
+    options.softTimeout === undefined
+      ? undefined
+      : toPositiveMilliseconds(options.softTimeout, 'options.softTimeout');
+  if (softTimeout !== undefined && failSafe === undefined) {
+    throw new TypeError(
+      "options.softTimeout needs options.failSafe (it answers with fail-safe's previous value)",
+    );
+  }
+  return {
+    ttl,
+    grace,
+    lock,
+    lockTtl,
+    lockWaitTimeout,
+    lockPollInterval,
+    signal,
+    fillTimeout,
+    waitUntil,
+    failSafe,
+    softTimeout,
+  };
 }

@@ -18,6 +18,11 @@ import { shared } from './shared.js';
  * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
  * 6. A wait ends at most once without a value or the lock: `lockWaitTimeouts + lockWaitErrors <= lockContended`,
  *    and every `lockWaitErrors` is also a `backendErrors`: `lockWaitErrors <= backendErrors`.
+ * 7. Fail-safe answers only for a fill that failed or timed out, once per fill:
+ *    `failSafeActivations <= fillFailures + fillTimeouts`.
+ * 8. A soft timeout answers the callers of a foreground fill at most once per fill:
+ *    `softTimeouts <= misses - coalescedWaits` (the fill it cut short is still counted in `fills`
+ *    and, if it later fails, in `fillFailures` or `fillTimeouts`; it is not a `backgroundRefreshes`).
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -65,6 +70,16 @@ export interface StampedeStats {
   lockWaitErrors: number;
   /** Backend calls that failed or timed out (reads, writes, locks, decoding). */
   backendErrors: number;
+  /**
+   * Failed or timed-out fills whose callers got the previous value instead of an error (`failSafe`),
+   * which was then re-armed fresh for `throttle`. Also counted in `fillFailures` or `fillTimeouts`.
+   */
+  failSafeActivations: number;
+  /**
+   * Fills whose callers got the previous value after `softTimeout` while the fill went on in the
+   * background.
+   */
+  softTimeouts: number;
 }
 
 /** The counter names of {@link StampedeStats}, in a stable order. */
@@ -87,6 +102,8 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'lockWaitTimeouts',
   'lockWaitErrors',
   'backendErrors',
+  'failSafeActivations',
+  'softTimeouts',
 ];
 
 function zero(): StampedeStats {
@@ -109,6 +126,8 @@ function zero(): StampedeStats {
     lockWaitTimeouts: 0,
     lockWaitErrors: 0,
     backendErrors: 0,
+    failSafeActivations: 0,
+    softTimeouts: 0,
   };
 }
 

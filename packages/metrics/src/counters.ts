@@ -25,6 +25,10 @@ const HELP: Record<keyof StampedeStats, string> = {
   lockWaitErrors:
     'Lock waits that ended on a backend fault (a lock attempt during the wait failed) and filled locally.',
   backendErrors: 'Backend calls that failed or timed out (reads, writes, locks, decoding).',
+  failSafeActivations:
+    'Failed or timed-out fills whose callers got the previous value (failSafe), re-armed fresh for its throttle.',
+  softTimeouts:
+    'Fills whose callers got the previous value after softTimeout while the fill went on in the background.',
 };
 
 /**

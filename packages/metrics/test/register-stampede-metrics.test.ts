@@ -72,6 +72,8 @@ describe('registerStampedeMetrics', () => {
     expect(handle.metricNames).toContain('stampede_coalesced_waits_total');
     expect(handle.metricNames).toContain('stampede_lock_wait_timeouts_total');
     expect(handle.metricNames).toContain('stampede_background_refreshes_skipped_total');
+    expect(handle.metricNames).toContain('stampede_fail_safe_activations_total');
+    expect(handle.metricNames).toContain('stampede_soft_timeouts_total');
     expect(handle.metricNames).toHaveLength(STAT_NAMES.length + 2);
     expect(registry.getMetricsAsArray().map((metric) => metric.name)).toEqual(handle.metricNames);
   });
@@ -138,6 +140,32 @@ describe('registerStampedeMetrics', () => {
       1,
     );
     expect(text).not.toContain('SLOW-KEY');
+  });
+
+  it('counts fail-safe activations and soft timeouts (stampede_fail_safe_activations_total, stampede_soft_timeouts_total)', async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    const cache = createMemoryCache({ name: 'outage' });
+    const options = { ttl: '20ms', failSafe: true, softTimeout: '10ms' } as const;
+    expect(await getOrComputeWith(cache, 'k', options, () => 'last good')).toBe('last good');
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    // The database is down: the caller gets the last good value, re-armed for the throttle (30 s).
+    const down = await getOrComputeWith(cache, 'k', options, () => {
+      throw new Error('database down');
+    });
+    expect(down).toBe('last good');
+    // A slow database on another key: after softTimeout the caller has the last value; the fill lands later.
+    await getOrComputeWith(cache, 'slow', options, () => 'old');
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'slow', options, () => gate.promise)).toBe('old');
+    gate.resolve('new');
+    const text = await registry.metrics();
+
+    expect(sample(text, 'stampede_fail_safe_activations_total', { cache: 'outage' })).toBe(1);
+    expect(sample(text, 'stampede_soft_timeouts_total', { cache: 'outage' })).toBe(1);
+    expect(sample(text, 'stampede_fill_failures_total', { cache: 'outage' })).toBe(1);
+    expect(text).toContain('# HELP stampede_fail_safe_activations_total Failed or timed-out fills');
   });
 
   it('observes lock waits by outcome: another replica filled, or the wait timed out', async () => {

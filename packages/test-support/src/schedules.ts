@@ -1,14 +1,16 @@
 // Random schedules of stampede calls for property tests (fast-check), shared by the core (test
 // caches, fake timers), the memory adapter (fake timers) and the Redis adapter (a real server, real
 // time). A schedule mixes getOrCompute and getOrComputeWith (stale-while-revalidate, the fill lock,
-// fillTimeout, abort) with invalidate, setValue and the adapter's own delete on one to three replicas
+// fillTimeout, abort, fail-safe and soft timeouts) with invalidate, setValue and the adapter's own delete on one to three replicas
 // (cache objects over one store: each has its own single-flight registry, as separate processes
 // would). After every schedule it checks what the docs promise under any interleaving:
 // - no caller hangs (every fill that never settles has a fillTimeout);
 // - a caller gets a value filled (or set) for its own key;
 // - after an invalidate, setValue or delete resolves, no caller that starts later gets an older value:
 //   on the replica that invalidated or set, from any source (the fills in flight there are
-//   superseded); on any replica, from the store. What the store holds at the end is not older either;
+//   superseded); on any replica, from the store (for fail-safe calls, on the writer's replica only:
+//   elsewhere a fill in flight may answer with the fallback it read before). What the store holds at
+//   the end is not older either (no re-arm brings an invalidated value back);
 // - each replica fills a key at most once at a time;
 // - the registries are empty at the end;
 // - the counter identities of the core README hold.
@@ -59,6 +61,10 @@ export interface ScheduleDurations {
   lockTtl: number;
   lockWaitTimeout: number;
   lockPollInterval: number;
+  /** `failSafe.maxStale` of the calls that use fail-safe. @default 3 * (ttl + grace) */
+  maxStale?: number;
+  /** `failSafe.throttle` of the calls that use fail-safe. @default ttl */
+  throttle?: number;
 }
 
 /** One backend and the cache objects (replicas) over it, for one schedule. */
@@ -110,6 +116,8 @@ export type Step =
       readonly lock: boolean;
       readonly fillTimeout: number | undefined;
       readonly abortAfter: number | undefined;
+      readonly failSafe: boolean;
+      readonly softTimeout: number | undefined;
     }
   | { readonly type: 'advance'; readonly ms: number }
   | {
@@ -138,16 +146,30 @@ function stepArbitrary(durations: ScheduleDurations, replicas: number, lock: boo
           lock: lock ? fc.constantFrom(true, true, false) : fc.constant(false),
           fillTimeout: fc.option(fc.integer({ min: 1, max: durations.fillTimeout }), { nil: undefined }),
           abortAfter: fc.option(fc.integer({ min: 1, max: durations.abortAfter }), { nil: undefined }),
+          failSafe: fc.boolean(),
+          softTimeout: fc.option(fc.integer({ min: 1, max: durations.fillMs }), { nil: undefined }),
         })
         .map((step) => {
           // Plain getOrCompute has no options; a fill that never settles needs a fillTimeout, or its
           // callers would rightly wait forever.
           if (!step.with) {
             const fill = step.fill === 'hang' ? 'ok' : step.fill;
-            return { ...step, fill, swr: false, lock: false, fillTimeout: undefined, abortAfter: undefined };
+            return {
+              ...step,
+              fill,
+              swr: false,
+              lock: false,
+              fillTimeout: undefined,
+              abortAfter: undefined,
+              failSafe: false,
+              softTimeout: undefined,
+            };
           }
-          if (step.fill === 'hang' && step.fillTimeout === undefined) return { ...step, fill: 'ok' as const };
-          return step;
+          // softTimeout needs failSafe.
+          const softTimeout = step.failSafe ? step.softTimeout : undefined;
+          if (step.fill === 'hang' && step.fillTimeout === undefined)
+            return { ...step, softTimeout, fill: 'ok' as const };
+          return { ...step, softTimeout };
         }),
     },
     {
@@ -278,6 +300,9 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
   // run (after a lock wait) but is never written, so only calls started since count.
   const live = caches.map(() => ({ a: new Set<number>(), b: new Set<number>() }));
   const era = caches.map(() => ({ a: 0, b: 0 }));
+  // Whether a fail-safe call of the key has been made on the replica: from then on a fill in flight
+  // there may answer (and be joined by calls without fail-safe) with the fallback it read.
+  const failSafeSeen = caches.map(() => ({ a: false, b: false }));
   const hung: (() => void)[] = [];
   const work: Promise<unknown>[] = [];
   const outcomes: Promise<void>[] = [];
@@ -297,6 +322,10 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     return tracked;
   };
 
+  const failSafe = {
+    maxStale: durations.maxStale ?? 3 * (durations.ttl + durations.grace),
+    throttle: durations.throttle ?? durations.ttl,
+  };
   const options = {
     lockTtl: durations.lockTtl,
     lockWaitTimeout: durations.lockWaitTimeout,
@@ -345,6 +374,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     }
 
     calls++;
+    const failSafeBefore = (failSafeSeen[step.replica] as { a: boolean; b: boolean })[step.key];
+    if (step.failSafe) (failSafeSeen[step.replica] as { a: boolean; b: boolean })[step.key] = true;
     const startedAt = tick();
     const startDate = Date.now();
     const { key, replica } = step;
@@ -391,6 +422,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             distributedFillLock: step.lock,
             fillTimeout: step.fillTimeout,
             signal: controller?.signal,
+            failSafe: step.failSafe ? failSafe : undefined,
+            softTimeout: step.softTimeout,
           },
           fill,
         )
@@ -410,9 +443,16 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             // An older value after a newer write: on the writer's replica, whatever its source
             // (invalidate and setValue supersede the fills in flight there); on any replica, when the
             // value's flight had already ended, so it can only have come from the store. (Another
-            // replica's fill in flight still answers the callers that join it there.)
+            // replica's fill in flight still answers the callers that join it there.) With fail-safe
+            // a value delivered before can also be such a fill's answer (its fallback, read before
+            // the write, after a soft timeout; another replica's write cannot reach it), so once a
+            // fail-safe call of the key was made on this replica only the writer's replica is
+            // checked here; the store itself is checked at the end.
             const sameReplica = write.replica === replica && write.kind !== 'delete';
-            const fromStore = origin.deliveredAt !== undefined && origin.deliveredAt < startedAt;
+            const fromStore =
+              !(step.failSafe || failSafeBefore) &&
+              origin.deliveredAt !== undefined &&
+              origin.deliveredAt < startedAt;
             if (sameReplica || fromStore) {
               failures.push(
                 `a caller of '${key}' on replica ${replica} that started after ${write.kind} on replica ${write.replica} resolved got ${String(value)}, produced before it`,
@@ -441,11 +481,17 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
   // The fills that never settle end now (and any that a flight still starts, after a lock wait),
   // so that their flights' remaining work (a write, a release) can finish and every flight has
   // been counted.
+  // Work handed over meanwhile (a fail-safe re-arm after a fillTimeout) is watched as it comes.
   let finished = 0;
-  for (const promise of work) void promise.finally(() => finished++);
+  let watched = 0;
+  const watchWork = (): void => {
+    for (; watched < work.length; watched++) void work[watched]?.finally(() => finished++);
+  };
+  watchWork();
   for (let waited = 0; waited < 4 * bound && finished < work.length; waited += bound / 4) {
     for (const fail of hung.splice(0)) fail();
     await clock.advance(bound / 4);
+    watchWork();
   }
   check(finished === work.length, `${work.length - finished} flights still run after every caller left`);
   await Promise.all(outcomes);
@@ -491,6 +537,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     'lockWaitTimeouts',
     'lockWaitErrors',
     'backendErrors',
+    'failSafeActivations',
+    'softTimeouts',
   ] as const;
   const counts = {} as Record<(typeof counted)[number], number>;
   for (const name of counted) counts[name] = sum(table, names, name);
@@ -521,4 +569,9 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     `lockWaitTimeouts + lockWaitErrors > lockContended: ${shown}`,
   );
   check(c.lockWaitErrors <= c.backendErrors, `lockWaitErrors > backendErrors: ${shown}`);
+  check(
+    c.failSafeActivations <= c.fillFailures + c.fillTimeouts,
+    `failSafeActivations > fillFailures + fillTimeouts: ${shown}`,
+  );
+  check(c.softTimeouts <= c.misses - c.coalescedWaits, `softTimeouts > misses - coalescedWaits: ${shown}`);
 }
