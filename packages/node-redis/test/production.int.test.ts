@@ -62,7 +62,7 @@ describe('node-redis in production', () => {
       replicas.push(cache);
     }
     let fills = 0;
-    const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 1_000 };
+    const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 5_000 };
     const started = performance.now();
     const answers = await Promise.all(
       replicas.flatMap((cache) =>
@@ -78,8 +78,8 @@ describe('node-redis in production', () => {
     const slowest = performance.now() - started;
     expect(answers.every((answer) => answer === 'v')).toBe(true);
     expect(fills).toBe(1);
-    // Woken by the announcement on the lock server, not by the 1 s poll.
-    expect(slowest).toBeLessThan(900);
+    // Woken by the announcement on the lock server, not by the 5 s poll.
+    expect(slowest).toBeLessThan(2_000);
     const [valueStats, lockStats] = await Promise.all([
       valuesAdmin.info('commandstats'),
       locksAdmin.info('commandstats'),

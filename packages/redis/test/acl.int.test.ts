@@ -136,11 +136,11 @@ describe("the README's ACL line", () => {
   it('is there, and is all a fleet needs: no warning, no fault, one fill, push wake-up and delete work', async () => {
     expect(DOCUMENTED).toBeDefined();
     const replicas = [cacheAs('stampede', 'acl-documented-a'), cacheAs('stampede', 'acl-documented-b')];
-    // A 1 s poll interval: the waiter answering soon after the fill shows the announcement arrived.
-    const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 1_000 };
+    // A 5 s poll interval: the waiter answering well before it shows the announcement arrived.
+    const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 5_000 };
     const herd = await herdOn(replicas, 'documented', options);
     expect(herd.fills).toBe(1);
-    expect(herd.slowestMs).toBeLessThan(900);
+    expect(herd.slowestMs).toBeLessThan(2_000);
     await replicas[0]?.delete('documented');
     expect(await replicas[1]?.get('documented')).toBeUndefined();
     for (const cache of replicas) {

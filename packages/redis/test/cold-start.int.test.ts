@@ -106,7 +106,8 @@ describe('cold start', () => {
     }
     expect(stats.eval?.calls ?? 0).toBe(0);
     expect(stats.evalsha?.failed ?? 0).toBe(0);
-    // Generous (2 shared cores); the README states the figure measured.
-    expect(cold.maxMs).toBeLessThan(fillMs + 150);
+    // Generous (2 shared cores, other test runs beside): docs/reliability.md gives the figure
+    // measured. A missing warm-up fails the command statistics above whatever the timing.
+    expect(cold.maxMs).toBeLessThan(fillMs + 400);
   });
 });
