@@ -139,7 +139,8 @@ function checkOptions(options: RedisCacheOptions): void {
  * Creating the cache starts its warm-up in the background (nothing to await, nothing thrown): the
  * scripts are loaded (`SCRIPT LOAD`), the server clock measured, the subscriber connected and the
  * eviction policy of the lock's server read (a one-time `warning` when it can evict a lock), so the
- * first herd after a deploy runs like a warm one.
+ * first herd after a deploy runs like a warm one. On a client made with `lazyConnect` (not connected
+ * yet) the warm-up waits for the cache's first read or write instead.
  *
  * @example
  * import { Redis } from 'ioredis';
@@ -163,20 +164,35 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     createError: (code, message, details) => new RedisCacheError(code, message, details),
   });
   const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
-  // A client the user already ended gets no commands (they would only fail) and no subscriber.
-  if (client.status !== 'end') {
+  let warm = false;
+  const warmUp = (): void => {
+    warm = true;
+    // A client the user already ended gets no commands (they would only fail) and no subscriber.
+    if (client.status === 'end') return;
     void cache.warmUp();
     if (pushWakeUp) notifier.warm();
-  }
+  };
+  // A client made with `lazyConnect` connects on its first command: the cache warms up on its own
+  // first use then, not as it is created.
+  if (client.status !== 'wait') warmUp();
 
   return {
     name,
     prefix,
     client,
     lockClient,
-    get: (key) => cache.get(key),
-    set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
-    delete: (key) => cache.delete(key),
+    get(key) {
+      if (!warm) warmUp();
+      return cache.get(key);
+    },
+    set(key, entry, setOptions) {
+      if (!warm) warmUp();
+      return cache.set(key, entry, setOptions);
+    },
+    delete(key) {
+      if (!warm) warmUp();
+      return cache.delete(key);
+    },
     roundTrip: (value) => cache.roundTrip(value),
     get tryAcquireFillLock() {
       return cache.lockUsable ? tryAcquireFillLock : undefined;
