@@ -30,4 +30,4 @@ export { shouldReplace } from './never-older.js';
 // The Redis-protocol layout (keys, tombstones, the Lua scripts, the server clock) lives in
 // @stampede/redis-protocol: adapters for other backends need none of it.
 export { raceTimeout } from './race-timeout.js';
-export { reportBackendError } from './stats.js';
+export { reportBackendError, reportWarning } from './stats.js';

@@ -43,7 +43,9 @@ export type BackendOperation =
   | 'decode'
   | 'encode'
   | 'subscribe'
-  | 'publish';
+  | 'publish'
+  /** An adapter's preparation when it is created (loading scripts, opening its subscriber). */
+  | 'warm-up';
 
 /** A backend call failed or timed out; the request went on without it. */
 export interface BackendErrorEvent {

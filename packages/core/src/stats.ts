@@ -184,3 +184,14 @@ export function reportBackendError(
   countersFor(cacheName).backendErrors++;
   if (hasListeners()) emit({ type: 'backend-error', cache: cacheName, key, operation, error });
 }
+
+/**
+ * Tells the user about a condition of the backend that breaks a guarantee (a Redis that may evict
+ * the fill lock, a user that may not run scripts): written with `console.warn` and emitted as a
+ * `warning` event, as the core's own one-time warnings are. The adapter calls it once per cause;
+ * nothing is counted.
+ */
+export function reportWarning(cacheName: string, message: string): void {
+  console.warn(message);
+  if (hasListeners()) emit({ type: 'warning', cache: cacheName, message });
+}

@@ -39,6 +39,7 @@ export const ADAPTER_ENTRY: readonly string[] = [
   // the never-older rule, errors and backend faults
   'messageOf',
   'reportBackendError',
+  'reportWarning',
   'shouldReplace',
   // bounding a backend call in time
   'raceTimeout',

@@ -35,6 +35,10 @@ export interface NodeRedisClient {
   evalSha(sha: string, options: ScriptOptions): Promise<unknown>;
   eval(script: string, options: ScriptOptions): Promise<unknown>;
   duplicate(): NodeRedisSubscriber;
+  /** `SCRIPT LOAD`: used, when present, to load the scripts as the cache is created. */
+  scriptLoad?(script: string): Promise<unknown>;
+  /** `CONFIG GET`: used, when present, to read the eviction policy once. */
+  configGet?(parameters: string): Promise<unknown>;
   /** False once the client is closed (or before `connect()`). */
   readonly isOpen: boolean;
   on(event: 'end', listener: () => void): unknown;
@@ -52,5 +56,7 @@ export function protocolClient(client: NodeRedisClient): RedisProtocolClient {
     eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
     // Synchronous, so the first EVALSHA of a script leaves in the same tick as its caller.
     sha1: (text) => createHash('sha1').update(text).digest('hex'),
+    scriptLoad: client.scriptLoad?.bind(client),
+    configGet: client.configGet?.bind(client),
   };
 }

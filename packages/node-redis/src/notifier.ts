@@ -6,6 +6,8 @@ import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
 export interface Notifier {
   /** Calls `listener` when a fill of `key` ends on any replica; returns the function that stops it. */
   listen(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /** Opens the subscriber connection now (unless closed), so the first wait does not pay for it. */
+  warm(): void;
   /** Closes the subscriber connection, if one was opened. */
   close(): void;
 }
@@ -13,8 +15,9 @@ export interface Notifier {
 type Listeners = Set<(outcome: FillOutcome) => void>;
 
 /**
- * A notifier on `client`. The subscriber is `client.duplicate()`, connected on the first `listen`
- * (a process that never waits never opens it) and owned by this cache, unlike the client. It
+ * A notifier on `client` (the cache's lock client: fill ends are published where the locks live).
+ * The subscriber is `client.duplicate()`, connected by `warm` when the cache is created (or on the
+ * first `listen`) and owned by this cache, unlike the client. It
  * follows the client's end: once the user's client has closed, the subscriber is destroyed too, so
  * a process whose owner closed its clients can exit without also calling `cache.close()`.
  */
@@ -98,6 +101,9 @@ export function createNotifier(
         if (closed || current === undefined) return;
         send('unsubscribe', key, () => current.connection.unsubscribe(channel));
       };
+    },
+    warm() {
+      if (!closed) connect();
     },
     close() {
       closed = true;

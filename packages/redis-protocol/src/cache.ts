@@ -6,8 +6,10 @@ import {
   roundTripValue,
   type Serializer,
 } from '@stampede/core/adapter';
+import type { RedisProtocolClient } from './client.js';
 import type { RedisProtocolContext } from './context.js';
 import type { RedisProtocolErrorFactory } from './errors.js';
+import { checkEvictionPolicy } from './eviction.js';
 import { acquireFillLock } from './fill-lock.js';
 import {
   createServerClock,
@@ -17,7 +19,15 @@ import {
   remoteWriteArgs,
   type WriteGuardArgs,
 } from './layout.js';
-import { DELETE_SCRIPT, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
+import {
+  DELETE_SCRIPT,
+  EXTEND_SCRIPT,
+  type LuaScript,
+  RELEASE_SCRIPT,
+  TIME_SCRIPT,
+  WRITE_SCRIPT,
+} from './scripts.js';
+import { createSlowReadWatch } from './slow-reads.js';
 
 /** What {@link createRedisProtocolCache} needs besides the context. */
 export interface RedisProtocolCacheSettings {
@@ -48,6 +58,20 @@ export interface RedisProtocolCache {
   roundTrip(value: unknown): unknown;
   /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * False once Redis refused a script (see `ServerAccess.scripts`): a lock could not be released, so
+   * a binding then reports no fill lock (`tryAcquireFillLock` undefined) and the core protects
+   * in-process only, instead of making every herd wait out `lockWaitTimeout`.
+   */
+  readonly lockUsable: boolean;
+  /**
+   * Prepares for the first herd in the background, so that it runs like a warm one: loads every
+   * script on its server (`SCRIPT LOAD`, where the client can), measures the server clock, checks
+   * that the lock client may run scripts and reads its eviction policy (a one-time warning when it
+   * can evict a lock). Never rejects; the first fault (other than a refusal of SCRIPT LOAD or CONFIG)
+   * is reported once as a `backend-error` with operation `'warm-up'`.
+   */
+  warmUp(): Promise<void>;
 }
 
 /**
@@ -65,12 +89,20 @@ export function createRedisProtocolCache(
   const clock = createServerClock(() =>
     operations.call('time', undefined, () => runScript(TIME_SCRIPT, [], [])),
   );
+  const slowReads = createSlowReadWatch(operations.name, operations.operationTimeout);
 
   return {
     async get(key) {
       // Started before the GET so that, on first use, both travel together.
       const offset = clock.current();
-      const stored = await operations.call('get', key, () => client.get(remoteKeys(prefix, key).value));
+      const sentAt = Date.now();
+      const stored = await operations.call(
+        'get',
+        key,
+        () => client.get(remoteKeys(prefix, key).value),
+        (late) => slowReads.late(key, late, Date.now() - sentAt),
+      );
+      slowReads.answered(key);
       try {
         return decodeStored(stored, serializer, await offset);
       } catch (cause) {
@@ -115,5 +147,55 @@ export function createRedisProtocolCache(
     tryAcquireFillLock(key, ttl) {
       return acquireFillLock(context, key, ttl);
     },
+    get lockUsable() {
+      return context.access.scripts;
+    },
+    warmUp() {
+      return warmUp(context, () => clock.current());
+    },
   };
+}
+
+const VALUE_SCRIPTS: readonly LuaScript[] = [WRITE_SCRIPT, DELETE_SCRIPT, TIME_SCRIPT];
+const LOCK_SCRIPTS: readonly LuaScript[] = [RELEASE_SCRIPT, EXTEND_SCRIPT];
+
+/** See {@link RedisProtocolCache.warmUp}; `measureClock` starts the server clock's first measurement. */
+async function warmUp(context: RedisProtocolContext, measureClock: () => unknown): Promise<void> {
+  const { client, lockClient, operations, runLockScript } = context;
+  const separate = lockClient !== client;
+  let reported = false;
+  const report = (error: unknown): void => {
+    if (reported || isRefusal(error)) return;
+    reported = true;
+    operations.report('warm-up', undefined, error);
+  };
+  const load = (target: RedisProtocolClient, scripts: readonly LuaScript[]): Promise<unknown>[] => {
+    const scriptLoad = target.scriptLoad;
+    if (scriptLoad === undefined) return [];
+    return scripts.map((script) =>
+      operations.call('script load', undefined, () => scriptLoad.call(target, script.source)).catch(report),
+    );
+  };
+  // Sent in this order on each connection, so the EVALSHAs below find their scripts loaded.
+  const loaded = [
+    ...load(client, separate ? VALUE_SCRIPTS : [...VALUE_SCRIPTS, ...LOCK_SCRIPTS]),
+    ...(separate ? load(lockClient, [...LOCK_SCRIPTS, TIME_SCRIPT]) : []),
+  ];
+  // The clock's first measurement runs a script on the value client: a refusal shows here, before
+  // the first lock is taken. The lock client, when separate, is asked the same way.
+  const probes: Promise<unknown>[] = [Promise.resolve(measureClock())];
+  if (separate) {
+    probes.push(
+      // A refusal turns scripting off in the runner (`ServerAccess`); it is not a fault to report.
+      operations.call('time', undefined, () => runLockScript(TIME_SCRIPT, [], [])).catch(report),
+    );
+  }
+  await Promise.all([...loaded, ...probes, checkEvictionPolicy(lockClient, operations.name, separate)]);
+}
+
+// A refused SCRIPT LOAD or CONFIG is the user's choice: scripts still run by EVAL, and the eviction
+// policy is left unchecked. A refused script is warned about by `ServerAccess`.
+function isRefusal(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : '';
+  return /\bNOPERM\b|user executing the script can't|unknown command/i.test(message);
 }

@@ -12,6 +12,8 @@ export interface Notifier {
    * another waiter); never when the subscription fails (the waiter polls).
    */
   listen(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /** Opens the subscriber connection now (unless closed), so the first wait does not pay for it. */
+  warm(): void;
   /** Closes the subscriber connection, if one was opened. */
   close(): Promise<void>;
 }
@@ -29,8 +31,10 @@ function isOutcome(message: string): message is FillOutcome {
 }
 
 /**
- * A notifier on `context.client`. The subscriber is `client.duplicate()`, created on the first
- * `listen` (a process that never waits never opens it) and owned by this cache, unlike the client.
+ * A notifier on `context.lockClient` (the client itself unless the cache was given a separate lock
+ * client: fill ends are published where the locks live). The subscriber is `lockClient.duplicate()`,
+ * created by `warm` when the cache is created (or on the first `listen`), and owned by this cache,
+ * unlike the client.
  * It follows the client's end: once the user's client has ended (`quit()`, `disconnect()`, or a
  * retry strategy that gave up; a `Cluster` ends the same way), the subscriber is disconnected too,
  * so a process whose owner closed its clients can exit without also calling `cache.close()`.
@@ -46,7 +50,7 @@ export function createNotifier(context: RedisContext): Notifier {
     const client = subscriber;
     subscriber = undefined;
     channels.clear();
-    context.client.off('end', onClientEnd);
+    context.lockClient.off('end', onClientEnd);
     return client;
   };
   const onClientEnd = (): void => {
@@ -57,8 +61,8 @@ export function createNotifier(context: RedisContext): Notifier {
     if (subscriber !== undefined) return subscriber;
     // A subscriber opened for a client that has already ended would be the one connection left
     // holding the process open; the waiter polls instead (and its polls fail fast on that client).
-    if (context.client.status === 'end') return undefined;
-    const created = context.client.duplicate();
+    if (context.lockClient.status === 'end') return undefined;
+    const created = context.lockClient.duplicate();
     created.on('message', (channel: string, message: string) => {
       const listeners = channels.get(channel)?.listeners;
       if (listeners === undefined || !isOutcome(message)) return;
@@ -77,7 +81,7 @@ export function createNotifier(context: RedisContext): Notifier {
       // Ended on its own (its retry strategy gave up): the next `listen` opens a new one.
       if (subscriber === created) drop();
     });
-    context.client.on('end', onClientEnd);
+    context.lockClient.on('end', onClientEnd);
     subscriber = created;
     return created;
   };
@@ -128,6 +132,9 @@ export function createNotifier(context: RedisContext): Notifier {
             context.report('subscribe', key, error);
           });
       };
+    },
+    warm() {
+      if (!closed) connect();
     },
     async close() {
       if (closed) return;

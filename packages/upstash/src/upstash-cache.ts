@@ -74,6 +74,15 @@ export interface UpstashCacheOptions {
    * @default true
    */
   pushWakeUp?: boolean | undefined;
+  /**
+   * A second `@upstash/redis` client (another database) that holds the fill locks and carries the
+   * announcements of fills ending (SET NX of the lock, its release and extension, the PUBLISH, and
+   * the push wake-up's subscriptions), while values stay on `client`. Give one for a database with
+   * eviction off when the values' database has it on: an evicted lock lets a second replica fill the
+   * same key. Every replica sharing the prefix must use the same lock database.
+   * @default undefined (locks live on `client`)
+   */
+  lockClient?: UpstashClient | undefined;
 }
 
 /** A {@link Cache} on Upstash Redis over HTTP, with the distributed fill lock. */
@@ -83,6 +92,8 @@ export interface UpstashCache extends Cache {
   readonly prefix: string;
   /** The client given in the options. */
   readonly client: UpstashClient;
+  /** Where the fill locks live: the `lockClient` given in the options, else `client`. */
+  readonly lockClient: UpstashClient;
   /**
    * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
    * undecodable entry is `undefined`.
@@ -99,7 +110,12 @@ export interface UpstashCache extends Cache {
    * that started earlier, on any replica, cannot write).
    */
   delete(key: string): Promise<void>;
-  tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * `SET NX PX` with a random token (on the lock client); `undefined` when another holder has the
+   * lock. The capability itself is `undefined` once Redis has refused a script (warned about once):
+   * the core then protects in-process only instead of waiting out `lockWaitTimeout`.
+   */
+  readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
    * Listens for the end of fills of `key` on any replica through its own subscription (a no-op with
    * `pushWakeUp: false` or a client without `subscribe`); calls `ready` once the server has
@@ -115,6 +131,7 @@ function checkOptions(options: UpstashCacheOptions): void {
     throw new TypeError('options must be an object with a client from @upstash/redis');
   }
   assertUpstashClient(options.client);
+  if (options.lockClient !== undefined) assertUpstashClient(options.lockClient, 'options.lockClient');
   if (options.waitUntil !== undefined && typeof options.waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof options.waitUntil}`);
   }
@@ -143,6 +160,7 @@ function checkOptions(options: UpstashCacheOptions): void {
 export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   checkOptions(options);
   const { client, waitUntil, pushWakeUp = true } = options;
+  const lockClient = options.lockClient ?? client;
   const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
     options,
     'upstash',
@@ -156,21 +174,30 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     createError,
     waitUntil,
   });
-  const context = createRedisProtocolContext(protocolClient(client), prefix, operations);
+  const context = createRedisProtocolContext(
+    protocolClient(client),
+    prefix,
+    operations,
+    lockClient === client ? undefined : protocolClient(lockClient),
+  );
   const cache = createRedisProtocolCache(context, { serializer, tombstoneTtl, createError });
+  const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
 
   return {
     name,
     prefix,
     client,
+    lockClient,
     get: (key) => cache.get(key),
     set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
-    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    get tryAcquireFillLock() {
+      return cache.lockUsable ? tryAcquireFillLock : undefined;
+    },
     onFillDone(key, listener, ready) {
       if (!pushWakeUp) return () => {};
-      return listenForFillDone(client, remoteKeys(prefix, key).channel, listener, ready);
+      return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready);
     },
   };
 }

@@ -132,7 +132,7 @@ describe('fill lock', () => {
     const client = h.client();
     const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
     const lockKey = upstashKeys(cache.prefix, 'k').lock;
-    const lock = await cache.tryAcquireFillLock('k', 200);
+    const lock = await cache.tryAcquireFillLock?.('k', 200);
     expect(lock).toBeDefined();
     await client.scriptFlush();
     expect(await lock?.extend?.(5_000)).toBe(true);
@@ -146,7 +146,7 @@ describe('fill lock', () => {
   it('keeps user keys, locks and channels apart (a key named like a lock is just a key)', async () => {
     const cache = createUpstashCache({ client: h.client(), prefix: h.nextPrefix() });
     await cache.set('k:lock', entry('value', Date.now()), { ttl: 60_000 });
-    const lock = await cache.tryAcquireFillLock('k', 5_000);
+    const lock = await cache.tryAcquireFillLock?.('k', 5_000);
     expect(lock).toBeDefined();
     expect((await cache.get('k:lock'))?.value).toBe('value');
     await lock?.release('filled');
