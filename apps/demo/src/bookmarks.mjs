@@ -1,4 +1,6 @@
 // The seed's `bookmark_count` example, twice: through stampede, and as plain cache-aside for contrast.
+// Plus what the page's other panels need: an update (a write, then an invalidation), fail-safe for
+// the database outage, and the short-TTL keys the steady load reads.
 import { getOrComputeWith, getValue, invalidate, setValue } from '@stampede/core';
 
 export const KEY = 'bookmark_count';
@@ -6,11 +8,40 @@ export const KEY = 'bookmark_count';
 export const UNPROTECTED_KEY = 'bookmark_count:unprotected';
 
 /**
+ * Fail-safe on the protected path when the page's switch asks for it: a failing query answers with
+ * the last good count, re-armed for `throttle` so the database is retried once per 5 s per key
+ * (fleet-wide with the lock), and a query still running after `softTimeout` (a stalled database)
+ * answers with it too while the query goes on in the background.
+ */
+export const FAIL_SAFE = /** @type {const} */ ({ maxStale: '10m', throttle: '5s' });
+export const SOFT_TIMEOUT = /** @type {const} */ ('250ms');
+
+/** The steady load's TTL: short, so a 10 s run crosses several expiries. */
+export const STEADY_TTL = /** @type {const} */ ('2s');
+/** How the steady load's key is cached: TTL only, with stale-while-revalidate, or with early refresh. */
+export const STEADY_VARIANTS = /** @type {const} */ (['plain', 'swr']);
+/** @typedef {typeof STEADY_VARIANTS[number]} SteadyVariant */
+
+/** @param {SteadyVariant} variant */
+export const steadyKey = (variant) => `bookmark_count:steady:${variant}`;
+
+/**
+ * @typedef {object} CountOptions
+ * @property {boolean} lock - the distributed fill lock (Redis only)
+ * @property {boolean} failSafe - answer with the last good count when the database fails
+ * @property {SteadyVariant} [steady] - read the steady load's key instead of the main one
+ */
+
+/**
  * @typedef {object} BookmarkCounter
- * @property {(options: { lock: boolean }) => Promise<number>} protectedCount
+ * @property {(options: CountOptions) => Promise<number>} protectedCount
  * @property {() => Promise<number>} unprotectedCount
  * @property {() => Promise<void>} invalidateAll
- * @property {() => { protected: number, unprotected: number }} requests
+ * @property {() => Promise<void>} expireAll - the count's TTL lapses now; the entry stays as the last good value
+ * @property {(variant: SteadyVariant) => Promise<void>} invalidateSteady
+ * @property {(variant: SteadyVariant) => Promise<void>} expireSteady - as `expireAll`, for a steady load's key
+ * @property {() => Promise<number>} update - adds a bookmark, invalidates the count; returns the new total
+ * @property {() => { protected: number, unprotected: number, steady: number, lastServed: number | undefined }} requests
  */
 
 /**
@@ -20,19 +51,47 @@ export const UNPROTECTED_KEY = 'bookmark_count:unprotected';
  * @returns {BookmarkCounter}
  */
 export function createBookmarkCounter(cache, db, { ttl, swr }) {
-  const requests = { protected: 0, unprotected: 0 };
+  const requests = { protected: 0, unprotected: 0, steady: 0 };
+  /** The last count the protected path answered on this replica (what the fleet table shows). */
+  /** @type {number | undefined} */
+  let lastServed;
   const ttlValue = /** @type {import('@stampede/core').Duration} */ (ttl);
   const swrValue = /** @type {import('@stampede/core').Duration | undefined} */ (swr);
   const fill = () => db.countBookmarks();
+
+  /** @param {CountOptions} options @returns {import('@stampede/core').GetOrComputeOptions} */
+  const optionsFor = ({ lock, failSafe, steady }) => {
+    const safety = failSafe ? { failSafe: FAIL_SAFE, softTimeout: SOFT_TIMEOUT } : {};
+    if (steady === undefined) {
+      return { ttl: ttlValue, staleWhileRevalidate: swrValue, distributedFillLock: lock, ...safety };
+    }
+    return {
+      ttl: STEADY_TTL,
+      staleWhileRevalidate: steady === 'swr' ? STEADY_TTL : undefined,
+      distributedFillLock: lock,
+      ...safety,
+    };
+  };
+
+  /**
+   * Rewrites `key`'s fresh value as expired now, kept long enough to be fail-safe's fallback (an
+   * already expired or missing value is left as it is).
+   * @param {string} key
+   */
+  const expire = async (key) => {
+    const current = await getValue(cache, key);
+    if (current === undefined) return;
+    await setValue(cache, key, current, { ttl: 1, staleWhileRevalidate: FAIL_SAFE.maxStale });
+  };
+
   return {
-    protectedCount({ lock }) {
-      requests.protected++;
-      return getOrComputeWith(
-        cache,
-        KEY,
-        { ttl: ttlValue, staleWhileRevalidate: swrValue, distributedFillLock: lock },
-        fill,
-      );
+    async protectedCount(options) {
+      if (options.steady === undefined) requests.protected++;
+      else requests.steady++;
+      const key = options.steady === undefined ? KEY : steadyKey(options.steady);
+      const count = await getOrComputeWith(cache, key, optionsFor(options), fill);
+      if (options.steady === undefined) lastServed = count;
+      return count;
     },
     // Cache-aside as it is usually written: read, and on a miss query and write. Every request
     // that misses before the first write lands queries the database itself.
@@ -47,6 +106,21 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
     async invalidateAll() {
       await Promise.all([invalidate(cache, KEY), invalidate(cache, UNPROTECTED_KEY)]);
     },
-    requests: () => ({ ...requests }),
+    // An invalidated key never comes back through fail-safe (the value is known to be wrong), so a
+    // herd during an outage expires the count instead: same value, its freshness over, kept for
+    // fail-safe's `maxStale`.
+    async expireAll() {
+      await Promise.all([expire(KEY), invalidate(cache, UNPROTECTED_KEY)]);
+    },
+    async invalidateSteady(variant) {
+      await invalidate(cache, steadyKey(variant));
+    },
+    expireSteady: (variant) => expire(steadyKey(variant)),
+    async update() {
+      const total = db.addBookmark();
+      await Promise.all([invalidate(cache, KEY), invalidate(cache, UNPROTECTED_KEY)]);
+      return total;
+    },
+    requests: () => ({ ...requests, lastServed }),
   };
 }

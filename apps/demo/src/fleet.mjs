@@ -1,6 +1,7 @@
 // The replicas this process knows of (just itself unless started by the supervisor), and their
 // metrics summed into a fleet view.
 import { STAT_NAMES } from '@stampede/core';
+import { TIER_STAT_NAMES } from './metrics.mjs';
 
 const PEER_TIMEOUT_MS = 2_000;
 
@@ -42,22 +43,31 @@ export function createFleet({ selfUrl, peers, local }) {
     );
   }
 
-  /** Invalidates the key on every replica (a Redis delete is fleet-wide, in-process flights are not). */
-  async function invalidateEverywhere(/** @type {() => Promise<void>} */ invalidateLocal) {
+  /**
+   * Runs an action on every replica: `runLocal` here, `POST path` (which must run it with
+   * `scope=local`) on the others.
+   * @param {string} path - e.g. `/api/invalidate?scope=local`
+   * @param {() => Promise<unknown> | unknown} runLocal
+   */
+  async function everywhere(path, runLocal) {
     const self = selfUrl();
     await Promise.all(
       urls().map(async (url) => {
-        if (url === self) return invalidateLocal();
-        const response = await fetch(`${url}/api/invalidate?scope=local`, {
+        if (url === self) return runLocal();
+        const response = await fetch(`${url}${path}`, {
           method: 'POST',
           signal: AbortSignal.timeout(PEER_TIMEOUT_MS),
         });
-        if (!response.ok) throw new Error(`invalidate on ${url} failed: HTTP ${response.status}`);
+        if (!response.ok) throw new Error(`POST ${path} on ${url} failed: HTTP ${response.status}`);
       }),
     );
   }
 
-  return { urls, replicas, invalidateEverywhere };
+  /** Invalidates the key on every replica (a Redis delete is fleet-wide, in-process flights are not). */
+  const invalidateEverywhere = (/** @type {() => Promise<void>} */ invalidateLocal) =>
+    everywhere('/api/invalidate?scope=local', invalidateLocal);
+
+  return { urls, replicas, everywhere, invalidateEverywhere };
 }
 
 /**
@@ -67,13 +77,24 @@ export function createFleet({ selfUrl, peers, local }) {
 export function fleetTotal(views) {
   /** @type {Record<string, number>} */
   const cache = Object.fromEntries(STAT_NAMES.map((name) => [name, 0]));
-  const total = { cache, db: { queries: 0 }, requests: { protected: 0, unprotected: 0 } };
+  /** @type {Record<string, number>} */
+  const tiered = Object.fromEntries(TIER_STAT_NAMES.map((name) => [name, 0]));
+  const total = {
+    cache,
+    tiered,
+    db: { queries: 0, failedQueries: 0, writes: 0 },
+    requests: { protected: 0, unprotected: 0, steady: 0 },
+  };
   for (const { metrics } of views) {
     if (metrics === undefined) continue;
-    for (const name of STAT_NAMES) cache[name] += metrics.cache[name];
+    for (const name of STAT_NAMES) cache[name] += metrics.cache[name] ?? 0;
+    for (const name of TIER_STAT_NAMES) tiered[name] += metrics.tiered?.[name] ?? 0;
     total.db.queries += metrics.db.queries;
+    total.db.failedQueries += metrics.db.failedQueries;
+    total.db.writes += metrics.db.writes;
     total.requests.protected += metrics.requests.protected;
     total.requests.unprotected += metrics.requests.unprotected;
+    total.requests.steady += metrics.requests.steady;
   }
   return total;
 }

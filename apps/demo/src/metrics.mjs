@@ -3,13 +3,18 @@ import { stats, statsByCache } from '@stampede/core';
 import { registerStampedeMetrics } from '@stampede/metrics';
 import { Counter, Registry } from 'prom-client';
 
+/** The counters a tiered cache adds to its `statsByCache()` entry (L1 in front of Redis). */
+export const TIER_STAT_NAMES = /** @type {const} */ (['l1Hits', 'l2Hits', 'busEvictions', 'busRecoveries']);
+
 /**
  * @typedef {object} Snapshot
  * @property {number} replica - 0 for a single process, 1..n in replica mode
  * @property {import('@stampede/core').StampedeStats} cache - summed over every cache
  * @property {Record<string, import('@stampede/core').StampedeStats>} caches - per cache name
- * @property {{ queries: number, inFlight: number, peakInFlight: number, rows: number }} db
- * @property {{ protected: number, unprotected: number }} requests - /api/bookmarks/count calls
+ * @property {Record<string, number> | undefined} tiered - the tiered cache's L1/L2/bus counters, when there is one
+ * @property {import('./db.mjs').DbStats} db
+ * @property {{ protected: number, unprotected: number, steady: number, lastServed: number | undefined }} requests -
+ *   /api/bookmarks/count calls, and the count the protected path last answered
  */
 
 /**
@@ -19,7 +24,19 @@ import { Counter, Registry } from 'prom-client';
  * @returns {Snapshot}
  */
 export function snapshot(replica, db, counter) {
-  return { replica, cache: stats(), caches: statsByCache(), db: db.stats(), requests: counter.requests() };
+  const caches = statsByCache();
+  /** @type {Record<string, number> | undefined} */
+  let tiered;
+  for (const entry of Object.values(caches)) {
+    const counters = /** @type {Record<string, unknown>} */ (/** @type {unknown} */ (entry));
+    if (typeof counters.l1Hits !== 'number') continue;
+    tiered ??= Object.fromEntries(TIER_STAT_NAMES.map((name) => [name, 0]));
+    for (const name of TIER_STAT_NAMES) {
+      const value = counters[name];
+      if (typeof value === 'number') tiered[name] += value;
+    }
+  }
+  return { replica, cache: stats(), caches, tiered, db: db.stats(), requests: counter.requests() };
 }
 
 /**

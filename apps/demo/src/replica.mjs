@@ -57,7 +57,15 @@ export async function runReplica(config) {
   let selfUrl = '';
   let peers = config.peers;
   const fleet = createFleet({ selfUrl: () => selfUrl, peers: () => peers, local });
-  const app = createApp({ config, counter, fleet, local, prometheus, cacheDescription: cache.description });
+  const app = createApp({
+    config,
+    counter,
+    db,
+    fleet,
+    local,
+    prometheus,
+    cacheDescription: cache.description,
+  });
   const server = /** @type {import('node:http').Server} */ (createAdaptorServer({ fetch: app.fetch }));
 
   let stopping = false;

@@ -61,7 +61,7 @@ describe('the demo over HTTP', () => {
   });
 
   it('refuses a herd that is too large or badly asked', async () => {
-    for (const query of ['n=0', 'n=2001', 'n=abc', 'n=5&protect=2']) {
+    for (const query of ['n=0', 'n=2001', 'n=abc', 'n=5&protect=2', 'n=5&failsafe=yes']) {
       const response = await fetch(`${demo.url}/api/herd?${query}`, { method: 'POST' });
       expect(response.status, query).toBe(400);
       expect((await response.json()).error).toBeTypeOf('string');
@@ -99,10 +99,29 @@ describe('the demo over HTTP', () => {
       'result-protected-queries',
       'counter-fills',
       'chart',
+      'failsafe',
+      'outage-error',
+      'outage-stall',
+      'update',
+      'steady-plain',
+      'steady-swr',
+      'steady-chart',
     ]) {
       expect(html).toContain(`data-testid="${id}"`);
     }
     expect(html).not.toMatch(/(src|href)="https?:/);
+  });
+
+  it('POST /api/update adds a bookmark and the next reads serve the new count', async () => {
+    expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS });
+    const result = await json(`${demo.url}/api/update`, { method: 'POST' });
+    expect(result).toMatchObject({ count: SEED_ROWS + 1, allServeNewCount: true });
+    expect(result.replicas).toEqual([expect.objectContaining({ replica: 0, count: SEED_ROWS + 1 })]);
+    expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS + 1 });
+    expect(await json(`${demo.url}/api/bookmarks/count?protect=0`)).toMatchObject({ count: SEED_ROWS + 1 });
+    const metrics = await json(`${demo.url}/actuator/metrics`);
+    expect(metrics.db).toMatchObject({ writes: 1, rows: SEED_ROWS + 1 });
+    expect(metrics.requests.lastServed).toBe(SEED_ROWS + 1);
   });
 });
 

@@ -80,3 +80,39 @@ it('each replica exports Prometheus metrics labelled with its id', async () => {
   expect(text).toMatch(/^stampede_fills_total\{cache="redis",replica="2"\} \d+$/m);
   expect(text).not.toContain('bookmark');
 });
+
+it('"update" on one replica: every replica serves the new count', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const urls = (await json(`${fleet.url}/api/fleet`)).replicas.map(
+    (/** @type {{ url: string }} */ r) => r.url,
+  );
+  // Every replica holds the current count first (so a stale copy could be served).
+  const before = await Promise.all(
+    urls.map(async (/** @type {string} */ url) => (await json(`${url}/api/bookmarks/count`)).count),
+  );
+  expect(new Set(before).size).toBe(1);
+  const result = await json(`${urls[1]}/api/update`, { method: 'POST' });
+  expect(result.count).toBe(before[0] + 1);
+  expect(result.allServeNewCount).toBe(true);
+  expect(result.replicas.map((/** @type {{ replica: number }} */ r) => r.replica)).toEqual([1, 2, 3]);
+  // Checked independently of the endpoint's own report: each replica, asked directly, serves it.
+  for (const url of urls) {
+    expect(await json(`${url}/api/bookmarks/count`)).toMatchObject({ count: before[0] + 1 });
+  }
+});
+
+it('the outage switch reaches every replica', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const view = await json(`${fleet.url}/api/fleet`);
+  try {
+    await json(`${fleet.url}/api/outage?mode=error`, { method: 'POST' });
+    const outages = (await json(`${fleet.url}/api/fleet`)).replicas.map(
+      (/** @type {{ metrics: { db: { outage: string } } }} */ r) => r.metrics.db.outage,
+    );
+    expect(outages).toEqual(['error', 'error', 'error']);
+    const response = await fetch(`${view.replicas[2].url}/api/bookmarks/count?protect=0`);
+    expect(response.status).toBe(500);
+  } finally {
+    await json(`${fleet.url}/api/outage?mode=off`, { method: 'POST' });
+  }
+});
