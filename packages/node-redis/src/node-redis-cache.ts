@@ -70,8 +70,11 @@ export interface NodeRedisCache extends Cache {
   readonly client: NodeRedisClient;
   /** The entry for `key`, its times on this process's clock; a tombstone or expired entry is `undefined`. */
   get(key: string): Promise<CacheEntry | undefined>;
-  /** Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script). */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  /**
+   * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
+   * Resolves `false` when it refused the write.
+   */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /** Replaces the entry with a tombstone kept `tombstoneTtl` ms. */
   delete(key: string): Promise<void>;
   /** `value` through the serializer and back: what a later `get` returns for it. */

@@ -92,8 +92,9 @@ export interface UpstashCache extends Cache {
    * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
    * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
    * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
+   * Resolves `false` when it refused the write.
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /**
    * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
    * that started earlier, on any replica, cannot write).
