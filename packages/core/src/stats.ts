@@ -18,6 +18,9 @@ import { shared } from './shared.js';
  * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
  * 6. A wait ends at most once without a value or the lock: `lockWaitTimeouts + lockWaitErrors <= lockContended`,
  *    and every `lockWaitErrors` is also a `backendErrors`: `lockWaitErrors <= backendErrors`.
+ * 7. On a tiered cache (`createTieredCache`, counted under its own name), every fresh hit was found
+ *    in its local or its remote cache: `hits <= l1Hits + l2Hits`. The other caches count 0 in the
+ *    four tiered counters.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -65,6 +68,17 @@ export interface StampedeStats {
   lockWaitErrors: number;
   /** Backend calls that failed or timed out (reads, writes, locks, decoding). */
   backendErrors: number;
+  /** Tiered caches: reads answered by the local cache (L1) with a fresh entry, no remote command. */
+  l1Hits: number;
+  /** Tiered caches: reads that missed L1 and found an entry in the remote cache (L2). */
+  l2Hits: number;
+  /** Tiered caches: local copies evicted because another replica changed the key (bus messages). */
+  busEvictions: number;
+  /**
+   * Tiered caches: times the invalidation bus came back after a disconnection and the local cache
+   * was cleared (messages may have been missed meanwhile).
+   */
+  busRecoveries: number;
 }
 
 /** The counter names of {@link StampedeStats}, in a stable order. */
@@ -87,6 +101,10 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'lockWaitTimeouts',
   'lockWaitErrors',
   'backendErrors',
+  'l1Hits',
+  'l2Hits',
+  'busEvictions',
+  'busRecoveries',
 ];
 
 function zero(): StampedeStats {
@@ -109,6 +127,10 @@ function zero(): StampedeStats {
     lockWaitTimeouts: 0,
     lockWaitErrors: 0,
     backendErrors: 0,
+    l1Hits: 0,
+    l2Hits: 0,
+    busEvictions: 0,
+    busRecoveries: 0,
   };
 }
 
