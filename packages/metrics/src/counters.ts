@@ -25,6 +25,10 @@ const HELP: Record<keyof StampedeStats, string> = {
   lockWaitErrors:
     'Lock waits that ended on a backend fault (a lock attempt during the wait failed) and filled locally.',
   backendErrors: 'Backend calls that failed or timed out (reads, writes, locks, decoding).',
+  l1Hits: 'Tiered caches: reads answered by the local cache (L1) with a fresh entry, no remote command.',
+  l2Hits: 'Tiered caches: reads that missed L1 and found an entry in the remote cache (L2).',
+  busEvictions: "Tiered caches: local copies evicted on another replica's invalidation bus message.",
+  busRecoveries: 'Tiered caches: invalidation bus reconnections after which the local cache was cleared.',
 };
 
 /**
