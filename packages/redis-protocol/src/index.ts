@@ -17,6 +17,7 @@ export {
 } from './errors.js';
 export { acquireFillLock, fillLockHandle } from './fill-lock.js';
 export {
+  busChannel,
   checkRemotePrefix,
   createServerClock,
   DELETE_LUA,

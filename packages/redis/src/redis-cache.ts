@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -7,7 +8,7 @@ import type {
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
-import { createRedisProtocolCache, parseRedisProtocolOptions } from '@stampede/redis-protocol';
+import { busChannel, createRedisProtocolCache, parseRedisProtocolOptions } from '@stampede/redis-protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { createContext } from './context.js';
 import { RedisCacheError } from './errors.js';
@@ -90,6 +91,12 @@ export interface RedisCache extends Cache {
    * `ready` once the SUBSCRIBE is acknowledged, so the waiter reads once a fill that ended meanwhile.
    */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
+   * published on the client, heard on the cache's subscriber connection (the one push wake-up uses,
+   * opened on the first subscription). Every cache on the same prefix hears every message.
+   */
+  readonly bus: CacheBus;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
   close(): Promise<void>;
 }
@@ -133,6 +140,7 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
   );
   const context = createContext(client, name, prefix, operationTimeout);
   const notifier = createNotifier(context);
+  const channel = busChannel(prefix);
   const cache = createRedisProtocolCache(context.protocol, {
     serializer,
     tombstoneTtl,
@@ -150,6 +158,12 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
     onFillDone(key, listener, ready) {
       return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};
+    },
+    bus: {
+      async publish(message) {
+        await context.call('publish', undefined, () => client.publish(channel, message));
+      },
+      subscribe: (handlers) => notifier.subscribeBus(handlers),
     },
     close() {
       return notifier.close();
