@@ -305,7 +305,10 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         const copy = localCopy(entry);
         if (copy !== undefined) {
           const ttl = setOptions.ttl === undefined ? localTtl : Math.min(setOptions.ttl, localTtl);
-          keepLocal(key, copy, ttl, setOptions.direct);
+          // Stored by the remote, which has checked it against its own deletes: L1 follows even if it
+          // deleted the key since the write's fill started (say, on a refused write or a bus
+          // message). Only the never-older rule against L1's own copy applies then.
+          keepLocal(key, copy, ttl, written === true ? true : setOptions.direct);
         }
       }
       await publishEviction(key);

@@ -363,3 +363,19 @@ describe('the invalidation bus', () => {
     expect(await getValue(b.cache, 'k')).toBe('new');
   });
 });
+
+describe('writes after an L1 delete', () => {
+  it('follow the remote: a write the remote stored is kept in L1 even after an L1 eviction', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const now = Date.now();
+    await a.cache.set('order', entry('newer', now, 60_000), { ttl: 60_000 });
+    vi.advanceTimersByTime(5);
+    // Refused by the remote: L1 drops its copy (and its deletion record is newer than `now + 1`).
+    expect(await a.cache.set('order', entry('older', now - 1_000, 60_000), { ttl: 60_000 })).toBe(false);
+    expect((await a.cache.get('order'))?.value).toBe('newer');
+    expect(await a.cache.set('order', entry('newest', now + 1, 60_000), { ttl: 60_000 })).toBe(true);
+    expect(a.local.get('order')?.value).toBe('newest');
+    expect((await a.cache.get('order'))?.value).toBe('newest');
+  });
+});
