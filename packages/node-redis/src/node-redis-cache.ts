@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -8,6 +9,7 @@ import type {
   SerializerOption,
 } from '@stampede/core/adapter';
 import {
+  busChannel,
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
@@ -83,6 +85,12 @@ export interface NodeRedisCache extends Cache {
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
   /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
+   * published on the client, heard on the cache's subscriber connection (the one push wake-up uses).
+   * It reaches caches of every binding (ioredis, node-redis, Upstash) on the same prefix.
+   */
+  readonly bus: CacheBus;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
   close(): Promise<void>;
 }
@@ -132,6 +140,7 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     { serializer: parsed.serializer, tombstoneTtl: parsed.tombstoneTtl, createError },
   );
   const notifier = createNotifier(client, prefix, operations);
+  const channel = busChannel(prefix);
 
   return {
     name,
@@ -143,6 +152,12 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     roundTrip: (value) => cache.roundTrip(value),
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
     onFillDone: (key, listener) => (pushWakeUp ? notifier.listen(key, listener) : () => {}),
+    bus: {
+      async publish(message) {
+        await operations.call('publish', undefined, () => client.publish(channel, message));
+      },
+      subscribe: (handlers) => notifier.subscribeBus(handlers),
+    },
     async close() {
       notifier.close();
     },
