@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -8,12 +9,14 @@ import type {
   SerializerOption,
 } from '@stampede/core/adapter';
 import {
+  busChannel,
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
   parseRedisProtocolOptions,
   remoteKeys,
 } from '@stampede/redis-protocol';
+import { createUpstashBus } from './bus.js';
 import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
 import { listenForFillDone } from './push-wake-up.js';
@@ -107,6 +110,14 @@ export interface UpstashCache extends Cache {
    * acknowledged it. The returned function closes the subscription.
    */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: PUBLISH on `<prefix>bus` (shared with ioredis and
+   * node-redis caches on the same prefix), heard through the client's `subscribe` (server-sent
+   * events, opened again after an error). `undefined` for a client without `publish`. On Cloudflare
+   * Workers it publishes but does not listen (a stream belongs to one request): there a tiered
+   * cache's local copies are bounded by its `localTtl`.
+   */
+  readonly bus: CacheBus | undefined;
   /** `value` through the serializer and back: what a later `get` returns for it. */
   roundTrip(value: unknown): unknown;
 }
@@ -173,5 +184,6 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       if (!pushWakeUp) return () => {};
       return listenForFillDone(client, remoteKeys(prefix, key).channel, listener, ready);
     },
+    bus: createUpstashBus(client, busChannel(prefix), operations),
   };
 }
