@@ -240,6 +240,31 @@ describe('writes', () => {
     expect((await a.cache.get('k'))?.value).toBe('newer');
   });
 
+  it('does not keep its write in L1 when another replica changed the key while the write was in flight', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    // a's write lands on the server at once, but its answer is slow; b's newer write and its
+    // eviction message arrive in between.
+    let answer: () => void = () => {};
+    const slow = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    a.remote.set = async (key, written, options) => {
+      const stored = store.write(key, written, options.ttl, options.direct);
+      await slow;
+      return stored;
+    };
+    const now = Date.now();
+    const writing = a.cache.set('k', entry('a', now, 60_000), { ttl: 60_000 });
+    await flush();
+    await b.cache.set('k', entry('b', now + 1, 60_000), { ttl: 60_000 });
+    answer();
+    expect(await writing).toBe(true);
+    expect(a.local.get('k')).toBeUndefined();
+    expect((await a.cache.get('k'))?.value).toBe('b');
+  });
+
   it('writes L1 and rethrows when the remote write fails', async () => {
     const store = new RemoteStore();
     const a = replica(store);
