@@ -7,7 +7,16 @@
 // or Node loads them as separate files.
 
 /** The `Cache` contract, importable from both entries. */
-export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePromise } from './cache.js';
+export type {
+  Cache,
+  CacheBus,
+  CacheBusHandlers,
+  CacheEntry,
+  CacheSetOptions,
+  FillLock,
+  FillOutcome,
+  MaybePromise,
+} from './cache.js';
 export { type Duration, type DurationUnit, toMilliseconds, toPositiveMilliseconds } from './duration.js';
 export {
   decodeEnvelope,

@@ -100,6 +100,16 @@ export interface SoftTimeoutEvent {
   readonly durationMs: number;
 }
 
+/**
+ * A tiered cache's invalidation bus reconnected: bus messages may have been missed while it was
+ * down, so the local cache (L1) was cleared and the next reads go to the remote cache.
+ */
+export interface BusRecoveryEvent {
+  readonly type: 'bus-recovery';
+  /** The tiered cache's name. */
+  readonly cache: string;
+}
+
 /** Every event stampede emits. */
 export type StampedeEvent =
   | FillEvent
@@ -108,7 +118,8 @@ export type StampedeEvent =
   | RefreshSkippedEvent
   | WarningEvent
   | FailSafeEvent
-  | SoftTimeoutEvent;
+  | SoftTimeoutEvent
+  | BusRecoveryEvent;
 
 /** Receives {@link StampedeEvent}s. A listener that throws is ignored (it never fails a request). */
 export type StampedeListener = (event: StampedeEvent) => void;

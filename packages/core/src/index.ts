@@ -2,7 +2,16 @@
 // never-older rule, backend error reporting, timeouts, the Redis-protocol layout) is exported by
 // `@stampede/core/adapter` (src/adapter.ts) instead; test/entry-points.test.ts holds the list.
 export { configure, type StampedeConfig } from './background.js';
-export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePromise } from './cache.js';
+export type {
+  Cache,
+  CacheBus,
+  CacheBusHandlers,
+  CacheEntry,
+  CacheSetOptions,
+  FillLock,
+  FillOutcome,
+  MaybePromise,
+} from './cache.js';
 export type { Duration, DurationUnit } from './duration.js';
 export {
   CACHE_FILL_ERROR_CODE,
@@ -13,6 +22,7 @@ export {
 export {
   type BackendErrorEvent,
   type BackendOperation,
+  type BusRecoveryEvent,
   type FailSafeEvent,
   type FillEvent,
   type LockWaitEvent,
@@ -29,4 +39,5 @@ export type { FailSafeOptions, FillContext, GetOrComputeOptions } from './option
 // A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';
+export { createTieredCache, type TieredCache, type TieredCacheOptions } from './tiered.js';
 export { type GetValueOptions, getValue, invalidate, type SetValueOptions, setValue } from './values.js';

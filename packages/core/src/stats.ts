@@ -23,6 +23,9 @@ import { shared } from './shared.js';
  * 8. A soft timeout answers the callers of a foreground fill at most once per fill:
  *    `softTimeouts <= misses - coalescedWaits` (the fill it cut short is still counted in `fills`
  *    and, if it later fails, in `fillFailures` or `fillTimeouts`; it is not a `backgroundRefreshes`).
+ * 9. On a tiered cache (`createTieredCache`, counted under its own name), every fresh hit was found
+ *    in its local or its remote cache: `hits <= l1Hits + l2Hits`. The other caches count 0 in the
+ *    four tiered counters.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -80,6 +83,17 @@ export interface StampedeStats {
    * background.
    */
   softTimeouts: number;
+  /** Tiered caches: reads answered by the local cache (L1) with a fresh entry, no remote command. */
+  l1Hits: number;
+  /** Tiered caches: reads that missed L1 and found an entry in the remote cache (L2). */
+  l2Hits: number;
+  /** Tiered caches: local copies evicted because another replica changed the key (bus messages). */
+  busEvictions: number;
+  /**
+   * Tiered caches: times the invalidation bus came back after a disconnection and the local cache
+   * was cleared (messages may have been missed meanwhile).
+   */
+  busRecoveries: number;
 }
 
 /** The counter names of {@link StampedeStats}, in a stable order. */
@@ -104,6 +118,10 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'backendErrors',
   'failSafeActivations',
   'softTimeouts',
+  'l1Hits',
+  'l2Hits',
+  'busEvictions',
+  'busRecoveries',
 ];
 
 function zero(): StampedeStats {
@@ -128,6 +146,10 @@ function zero(): StampedeStats {
     backendErrors: 0,
     failSafeActivations: 0,
     softTimeouts: 0,
+    l1Hits: 0,
+    l2Hits: 0,
+    busEvictions: 0,
+    busRecoveries: 0,
   };
 }
 

@@ -7,6 +7,7 @@ export const MAIN_ENTRY: readonly string[] = [
   'CacheFillError',
   'STAT_NAMES',
   'configure',
+  'createTieredCache',
   'getOrCompute',
   'getOrComputeWith',
   'getValue',

@@ -1,4 +1,11 @@
-import { type Cache, getOrCompute, getOrComputeWith, resetStats, STAT_NAMES } from '@stampede/core';
+import {
+  type Cache,
+  createTieredCache,
+  getOrCompute,
+  getOrComputeWith,
+  resetStats,
+  STAT_NAMES,
+} from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { Gauge, Registry, register } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -251,6 +258,27 @@ describe('registerStampedeMetrics', () => {
       sample(text, 'stampede_lock_wait_duration_seconds_count', { cache: 'faulty', outcome: 'error' }),
     ).toBe(1);
     expect(text).not.toContain('LOCK-ERROR-KEY');
+  });
+
+  it("exports a tiered cache's L1 and L2 hits under its name", async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    // Two memory caches stand for L1 and L2 (no bus: nothing to evict or recover).
+    const remote = createMemoryCache({ name: 'tiered-remote' });
+    const first = createTieredCache({ local: createMemoryCache(), remote, name: 'tiered-a' });
+    const second = createTieredCache({ local: createMemoryCache(), remote, name: 'tiered-b' });
+    await getOrCompute(first, 'k:TIERED-KEY-91c4', '1m', () => 'v');
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await getOrCompute(second, 'k:TIERED-KEY-91c4', '1m', () => 'never');
+    await getOrCompute(second, 'k:TIERED-KEY-91c4', '1m', () => 'never');
+    const text = await registry.metrics();
+
+    expect(sample(text, 'stampede_l2_hits_total', { cache: 'tiered-b' })).toBe(1);
+    expect(sample(text, 'stampede_l1_hits_total', { cache: 'tiered-b' })).toBe(1);
+    expect(sample(text, 'stampede_hits_total', { cache: 'tiered-b' })).toBe(2);
+    expect(sample(text, 'stampede_bus_evictions_total', { cache: 'tiered-b' })).toBe(0);
+    expect(sample(text, 'stampede_bus_recoveries_total', { cache: 'tiered-b' })).toBe(0);
+    expect(text).not.toContain('TIERED-KEY');
   });
 
   it("defaults to prom-client's global registry", async () => {

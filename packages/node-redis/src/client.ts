@@ -17,7 +17,7 @@ export interface NodeRedisSubscriber {
   unsubscribe(channel: string): Promise<unknown>;
   destroy(): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
-  on(event: 'end', listener: () => void): unknown;
+  on(event: 'end' | 'ready' | 'reconnecting', listener: () => void): unknown;
 }
 
 /**
@@ -34,6 +34,8 @@ export interface NodeRedisClient {
   ): Promise<unknown>;
   evalSha(sha: string, options: ScriptOptions): Promise<unknown>;
   eval(script: string, options: ScriptOptions): Promise<unknown>;
+  /** For the invalidation bus. */
+  publish(channel: string, message: string): Promise<unknown>;
   duplicate(): NodeRedisSubscriber;
   /** `SCRIPT LOAD`: used, when present, to load the scripts as the cache is created. */
   scriptLoad?(script: string): Promise<unknown>;

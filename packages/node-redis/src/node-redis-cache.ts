@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -8,6 +9,7 @@ import type {
   SerializerOption,
 } from '@stampede/core/adapter';
 import {
+  busChannel,
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
@@ -81,8 +83,11 @@ export interface NodeRedisCache extends Cache {
   readonly lockClient: NodeRedisClient;
   /** The entry for `key`, its times on this process's clock; a tombstone or expired entry is `undefined`. */
   get(key: string): Promise<CacheEntry | undefined>;
-  /** Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script). */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  /**
+   * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
+   * Resolves `false` when it refused the write.
+   */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /** Replaces the entry with a tombstone kept `tombstoneTtl` ms. */
   delete(key: string): Promise<void>;
   /** `value` through the serializer and back: what a later `get` returns for it. */
@@ -95,6 +100,14 @@ export interface NodeRedisCache extends Cache {
   readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
+   * published on the lock client (the client unless `lockClient` is given: pub/sub is per server, so
+   * the bus lives where the subscriber does), heard on the cache's subscriber connection (the one
+   * push wake-up uses).
+   * It reaches caches of every binding (ioredis, node-redis, Upstash) on the same prefix.
+   */
+  readonly bus: CacheBus;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
   close(): Promise<void>;
 }
@@ -166,6 +179,7 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     void cache.warmUp();
     if (pushWakeUp) notifier.warm();
   }
+  const channel = busChannel(prefix);
 
   return {
     name,
@@ -180,6 +194,12 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
       return cache.lockUsable ? tryAcquireFillLock : undefined;
     },
     onFillDone: (key, listener) => (pushWakeUp ? notifier.listen(key, listener) : () => {}),
+    bus: {
+      async publish(message) {
+        await operations.call('publish', undefined, () => lockClient.publish(channel, message));
+      },
+      subscribe: (handlers) => notifier.subscribeBus(handlers),
+    },
     async close() {
       notifier.close();
     },

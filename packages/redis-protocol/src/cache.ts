@@ -49,9 +49,10 @@ export interface RedisProtocolCache {
   /**
    * Writes `entry` with `PX ttl` through the write guard, unless a newer entry or tombstone is
    * there; an entry that would read as a miss at once removes what is stored instead.
+   * @returns `false` when the guard refused the write, else `true`
    * @throws an `E_STAMPEDE_BACKEND_ENCODE` error for a value the serializer refuses
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /** Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl`. */
   delete(key: string): Promise<void>;
   /** `value` through the serializer and back: what a later `get` returns for it. */
@@ -128,11 +129,13 @@ export function createRedisProtocolCache(
         );
       }
       const { text, createdAt, px } = args;
-      await operations.keepAlive(
+      const wrote = await operations.keepAlive(
         operations.call('set', key, () =>
           runScript(WRITE_SCRIPT, [remoteKeys(prefix, key).value], [text, createdAt, px, args.direct ?? '']),
         ),
       );
+      // The script answers 0 when it refused the write (a newer entry or tombstone is there).
+      return !(wrote === 0 || wrote === '0');
     },
     async delete(key) {
       await operations.keepAlive(

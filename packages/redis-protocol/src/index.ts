@@ -19,6 +19,7 @@ export {
 export { checkEvictionPolicy, evictionRisk } from './eviction.js';
 export { acquireFillLock, fillLockHandle } from './fill-lock.js';
 export {
+  busChannel,
   checkRemotePrefix,
   createServerClock,
   DELETE_LUA,

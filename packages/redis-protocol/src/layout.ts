@@ -64,6 +64,18 @@ export function remoteKeys(prefix: string, key: string): RemoteKeys {
   return { value, lock: `${value}:lock`, channel: `${value}:done` };
 }
 
+/**
+ * The pub/sub channel of the invalidation bus of every cache on `prefix`: `<prefix>bus`. It cannot
+ * be a key's channel (those end in `}:done`), and caches on one prefix share it, whichever binding
+ * (ioredis, node-redis, Upstash) they use.
+ *
+ * @example
+ * busChannel('stampede:') // 'stampede:bus'
+ */
+export function busChannel(prefix: string): string {
+  return `${prefix}bus`;
+}
+
 /** What a tombstone (a delete's marker, holding its time) starts with; envelopes start with `s<version>|`. */
 export const TOMBSTONE_PREFIX = 't|';
 

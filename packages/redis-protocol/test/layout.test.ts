@@ -1,6 +1,6 @@
 import { encodeEnvelope } from '@stampede/core/adapter';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { checkRemotePrefix, remoteKeys } from '../src/index.js';
+import { busChannel, checkRemotePrefix, remoteKeys } from '../src/index.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -194,5 +194,15 @@ describe('createServerClock', () => {
     fail = false;
     expect(await clock.current()).toBe(7);
     expect(read).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe('busChannel', () => {
+  it('is <prefix>bus, never a name of a key', () => {
+    expect(busChannel('stampede:')).toBe('stampede:bus');
+    for (const key of ['bus', '}bus', 'b', '']) {
+      const names = Object.values(remoteKeys('stampede:', key));
+      expect(names).not.toContain(busChannel('stampede:'));
+    }
   });
 });

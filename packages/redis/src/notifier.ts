@@ -1,5 +1,5 @@
-import type { FillOutcome } from '@stampede/core/adapter';
-import { callSafely } from '@stampede/redis-protocol';
+import type { CacheBusHandlers, FillOutcome } from '@stampede/core/adapter';
+import { busChannel, callSafely } from '@stampede/redis-protocol';
 import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
@@ -14,6 +14,12 @@ export interface Notifier {
   listen(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
   /** Opens the subscriber connection now (unless closed), so the first wait does not pay for it. */
   warm(): void;
+  /**
+   * Listens on the invalidation bus channel of the cache's prefix, on the same subscriber
+   * connection. `subscribed` is called on every acknowledgement (the first, and after each
+   * reconnection once ioredis has re-subscribed), `lost` when the connection closes.
+   */
+  subscribeBus(handlers: CacheBusHandlers): () => void;
   /** Closes the subscriber connection, if one was opened. */
   close(): Promise<void>;
 }
@@ -43,15 +49,45 @@ export function createNotifier(context: RedisContext): Notifier {
   const channels = new Map<string, Listeners>();
   let subscriber: RedisClient | undefined;
   let closed = false;
+  const bus = busChannel(context.prefix);
+  const busHandlers = new Set<CacheBusHandlers>();
+  // 'idle': not subscribed on the current connection; 'subscribing': SUBSCRIBE sent (ioredis
+  // resends it after a reconnection); 'acked': Redis confirmed it and the handlers were told.
+  let busState: 'idle' | 'subscribing' | 'acked' = 'idle';
 
-  // Forgets the subscriber and its channels: waiters still listening fall back to polling, and a
-  // later `listen` (on a client connected again) opens a new subscriber and subscribes afresh.
+  const subscribeBusChannel = (client: RedisClient): void => {
+    if (busState !== 'idle' || busHandlers.size === 0) return;
+    busState = 'subscribing';
+    const acknowledged = (): void => {
+      if (subscriber !== client || busState === 'acked' || busHandlers.size === 0) return;
+      busState = 'acked';
+      for (const handlers of [...busHandlers]) {
+        if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+      }
+    };
+    // A SUBSCRIBE acknowledged after `operationTimeout` still counts (`onLate`): from then on the
+    // handlers hear the bus.
+    context
+      .call('subscribe', undefined, () => client.subscribe(bus), acknowledged)
+      .then(acknowledged, (error: unknown) => {
+        if (subscriber === client && busState === 'subscribing') busState = 'idle';
+        context.report('subscribe', undefined, error);
+      });
+  };
+
   const drop = (): RedisClient | undefined => {
     const client = subscriber;
     subscriber = undefined;
     channels.clear();
     context.lockClient.off('end', onClientEnd);
+    busLost();
+    busState = 'idle';
     return client;
+  };
+  const busLost = (): void => {
+    if (busState !== 'acked') return;
+    busState = 'idle';
+    for (const handlers of [...busHandlers]) if (handlers.lost) callSafely(() => handlers.lost?.());
   };
   const onClientEnd = (): void => {
     drop()?.disconnect();
@@ -64,6 +100,10 @@ export function createNotifier(context: RedisContext): Notifier {
     if (context.lockClient.status === 'end') return undefined;
     const created = context.lockClient.duplicate();
     created.on('message', (channel: string, message: string) => {
+      if (channel === bus) {
+        for (const handlers of [...busHandlers]) callSafely(() => handlers.message(message));
+        return;
+      }
       const listeners = channels.get(channel)?.listeners;
       if (listeners === undefined || !isOutcome(message)) return;
       for (const listener of [...listeners]) {
@@ -77,6 +117,15 @@ export function createNotifier(context: RedisContext): Notifier {
     // Connection faults surface as failed or timed-out subscribes; ioredis reconnects and
     // re-subscribes on its own, and waiters poll meanwhile.
     created.on('error', () => {});
+    // The bus: a closed connection may miss messages (`lost`); once it is ready again (ioredis has
+    // re-sent its SUBSCRIBEs by then), one more SUBSCRIBE of the bus channel is answered after them,
+    // and its acknowledgement tells the handlers they hear again.
+    created.on('close', () => {
+      if (subscriber === created) busLost();
+    });
+    created.on('ready', () => {
+      if (subscriber === created) subscribeBusChannel(created);
+    });
     created.once('end', () => {
       // Ended on its own (its retry strategy gave up): the next `listen` opens a new one.
       if (subscriber === created) drop();
@@ -135,6 +184,29 @@ export function createNotifier(context: RedisContext): Notifier {
     },
     warm() {
       if (!closed) connect();
+    },
+    subscribeBus(handlers) {
+      if (closed) return () => {};
+      busHandlers.add(handlers);
+      const client = connect();
+      if (client !== undefined) {
+        if (busState === 'acked') {
+          if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+        } else {
+          subscribeBusChannel(client);
+        }
+      }
+      return () => {
+        if (!busHandlers.delete(handlers) || busHandlers.size !== 0) return;
+        const current = subscriber;
+        if (closed || current === undefined || busState === 'idle') return;
+        busState = 'idle';
+        context
+          .call('unsubscribe', undefined, () => current.unsubscribe(bus))
+          .catch((error: unknown) => {
+            context.report('subscribe', undefined, error);
+          });
+      };
     },
     async close() {
       if (closed) return;

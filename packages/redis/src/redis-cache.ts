@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -7,7 +8,7 @@ import type {
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
-import { createRedisProtocolCache, parseRedisProtocolOptions } from '@stampede/redis-protocol';
+import { busChannel, createRedisProtocolCache, parseRedisProtocolOptions } from '@stampede/redis-protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { createContext } from './context.js';
 import { RedisCacheError } from './errors.js';
@@ -85,8 +86,9 @@ export interface RedisCache extends Cache {
    * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
    * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
    * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
+   * Resolves `false` when it refused the write.
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /**
    * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
    * that started earlier, on any replica, cannot write).
@@ -106,6 +108,13 @@ export interface RedisCache extends Cache {
    * `ready` once the SUBSCRIBE is acknowledged, so the waiter reads once a fill that ended meanwhile.
    */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
+   * published on the lock client (the client unless `lockClient` is given: pub/sub is per server, so
+   * the bus lives where the subscriber does), heard on the cache's subscriber connection (the one
+   * push wake-up uses). Every cache on the same prefix hears every message.
+   */
+  readonly bus: CacheBus;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
   close(): Promise<void>;
 }
@@ -158,6 +167,7 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
   );
   const context = createContext(client, name, prefix, operationTimeout, lockClient);
   const notifier = createNotifier(context);
+  const channel = busChannel(prefix);
   const cache = createRedisProtocolCache(context.protocol, {
     serializer,
     tombstoneTtl,
@@ -199,6 +209,12 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     },
     onFillDone(key, listener, ready) {
       return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};
+    },
+    bus: {
+      async publish(message) {
+        await context.call('publish', undefined, () => lockClient.publish(channel, message));
+      },
+      subscribe: (handlers) => notifier.subscribeBus(handlers),
     },
     close() {
       return notifier.close();

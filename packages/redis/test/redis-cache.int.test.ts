@@ -166,16 +166,21 @@ describe('stale-write guard across replicas', () => {
   it('never replaces a newer entry, whoever wrote it', async () => {
     const [a, b] = [newCache(), newCache()];
     const now = Date.now();
-    await a.set(
-      'newer',
-      { value: 'new', createdAt: now, freshUntil: now + 60_000, staleUntil: now + 60_000 },
-      { ttl: 60_000 },
-    );
-    await b.set(
-      'newer',
-      { value: 'old', createdAt: now - 5, freshUntil: now + 60_000, staleUntil: now + 60_000 },
-      { ttl: 60_000 },
-    );
+    // `set` answers whether it stored the write (a tiered cache drops its local copy on `false`).
+    expect(
+      await a.set(
+        'newer',
+        { value: 'new', createdAt: now, freshUntil: now + 60_000, staleUntil: now + 60_000 },
+        { ttl: 60_000 },
+      ),
+    ).toBe(true);
+    expect(
+      await b.set(
+        'newer',
+        { value: 'old', createdAt: now - 5, freshUntil: now + 60_000, staleUntil: now + 60_000 },
+        { ttl: 60_000 },
+      ),
+    ).toBe(false);
     expect((await b.get('newer'))?.value).toBe('new');
   });
 });

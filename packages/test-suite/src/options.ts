@@ -20,6 +20,13 @@ export interface CacheCapabilities {
   sync: boolean;
   /** The cache implements `roundTrip` (it stores text and hands values back through a serializer). */
   roundTrip: boolean;
+  /**
+   * The cache has an invalidation `bus` (what `createTieredCache` uses to keep replicas' local
+   * copies coherent): a message published on one instance reaches every subscriber on the same
+   * namespace, the publisher's own included.
+   * @default false
+   */
+  bus?: boolean;
 }
 
 /** How to run the conformance suite against one adapter. */
@@ -40,6 +47,13 @@ export interface ConformanceOptions {
    * @default undefined
    */
   replica?(of: Cache): Cache | Promise<Cache>;
+  /**
+   * A change made through a replica reaches this instance's reads a moment later, not at once: a
+   * tiered cache's local copy is evicted by a bus message. Cases that read on one instance what
+   * another just changed then retry the read for up to 2 s instead of reading once.
+   * @default false
+   */
+  replicaLag?: boolean;
   /**
    * `'fake'`: the adapter's expiry follows `Date.now()` and timers, so the suite uses vitest's fake
    * timers. `'real'`: the backend expires on its own clock (Redis), so the suite waits for real

@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -8,12 +9,14 @@ import type {
   SerializerOption,
 } from '@stampede/core/adapter';
 import {
+  busChannel,
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
   parseRedisProtocolOptions,
   remoteKeys,
 } from '@stampede/redis-protocol';
+import { createUpstashBus } from './bus.js';
 import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
 import { listenForFillDone } from './push-wake-up.js';
@@ -103,8 +106,9 @@ export interface UpstashCache extends Cache {
    * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
    * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
    * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
+   * Resolves `false` when it refused the write.
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /**
    * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
    * that started earlier, on any replica, cannot write).
@@ -122,6 +126,15 @@ export interface UpstashCache extends Cache {
    * acknowledged it. The returned function closes the subscription.
    */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: PUBLISH on `<prefix>bus` (shared with ioredis and
+   * node-redis caches on the same prefix), heard through `subscribe` (server-sent events, opened
+   * again after an error), both on the lock client (the client unless `lockClient` is given), where
+   * push wake-up listens too. `undefined` for a client without `publish`. On Cloudflare
+   * Workers it publishes but does not listen (a stream belongs to one request): there a tiered
+   * cache's local copies are bounded by its `localTtl`.
+   */
+  readonly bus: CacheBus | undefined;
   /** `value` through the serializer and back: what a later `get` returns for it. */
   roundTrip(value: unknown): unknown;
 }
@@ -199,5 +212,6 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       if (!pushWakeUp) return () => {};
       return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready);
     },
+    bus: createUpstashBus(lockClient, busChannel(prefix), operations),
   };
 }

@@ -18,6 +18,7 @@ export function storageCases(ctx: SuiteContext): void {
     expect(typeof cache.tryAcquireFillLock === 'function', 'lock').toBe(capabilities.lock);
     expect(typeof cache.onFillDone === 'function', 'push').toBe(capabilities.push);
     expect(typeof cache.roundTrip === 'function', 'roundTrip').toBe(capabilities.roundTrip);
+    expect(cache.bus !== undefined, 'bus').toBe(capabilities.bus ?? false);
     if (capabilities.lock) {
       const lock = await cache.tryAcquireFillLock?.('capabilities', 5_000);
       expect(lock).toBeDefined();
@@ -119,6 +120,10 @@ export function storageCases(ctx: SuiteContext): void {
     await cache.set('replicated', written, { ttl: 60_000 });
     expectReplicated(await peer.get('replicated'), written);
     await peer.delete('replicated');
-    expect(await cache.get('replicated')).toBeUndefined();
+    const read = await ctx.acrossReplicas(
+      () => cache.get('replicated'),
+      (found) => found === undefined,
+    );
+    expect(read).toBeUndefined();
   });
 }
