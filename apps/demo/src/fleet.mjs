@@ -1,7 +1,6 @@
 // The replicas this process knows of (just itself unless started by the supervisor), and their
 // metrics summed into a fleet view.
 import { STAT_NAMES } from '@stampede/core';
-import { TIER_STAT_NAMES } from './metrics.mjs';
 
 const PEER_TIMEOUT_MS = 2_000;
 
@@ -77,18 +76,14 @@ export function createFleet({ selfUrl, peers, local }) {
 export function fleetTotal(views) {
   /** @type {Record<string, number>} */
   const cache = Object.fromEntries(STAT_NAMES.map((name) => [name, 0]));
-  /** @type {Record<string, number>} */
-  const tiered = Object.fromEntries(TIER_STAT_NAMES.map((name) => [name, 0]));
   const total = {
     cache,
-    tiered,
     db: { queries: 0, failedQueries: 0, writes: 0 },
     requests: { protected: 0, unprotected: 0, steady: 0 },
   };
   for (const { metrics } of views) {
     if (metrics === undefined) continue;
     for (const name of STAT_NAMES) cache[name] += metrics.cache[name] ?? 0;
-    for (const name of TIER_STAT_NAMES) tiered[name] += metrics.tiered?.[name] ?? 0;
     total.db.queries += metrics.db.queries;
     total.db.failedQueries += metrics.db.failedQueries;
     total.db.writes += metrics.db.writes;

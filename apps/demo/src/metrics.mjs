@@ -3,15 +3,12 @@ import { stats, statsByCache } from '@stampede/core';
 import { registerStampedeMetrics } from '@stampede/metrics';
 import { Counter, Registry } from 'prom-client';
 
-/** The counters a tiered cache adds to its `statsByCache()` entry (L1 in front of Redis). */
-export const TIER_STAT_NAMES = /** @type {const} */ (['l1Hits', 'l2Hits', 'busEvictions', 'busRecoveries']);
-
 /**
  * @typedef {object} Snapshot
  * @property {number} replica - 0 for a single process, 1..n in replica mode
  * @property {import('@stampede/core').StampedeStats} cache - summed over every cache
  * @property {Record<string, import('@stampede/core').StampedeStats>} caches - per cache name
- * @property {Record<string, number> | undefined} tiered - the tiered cache's L1/L2/bus counters, when there is one
+ * @property {boolean} tiered - the cache is an L1 in front of Redis (`cache.l1Hits`, `l2Hits`, `busEvictions` and `busRecoveries` count)
  * @property {import('./db.mjs').DbStats} db
  * @property {{ protected: number, unprotected: number, steady: number, lastServed: number | undefined }} requests -
  *   /api/bookmarks/count calls, and the count the protected path last answered
@@ -21,22 +18,18 @@ export const TIER_STAT_NAMES = /** @type {const} */ (['l1Hits', 'l2Hits', 'busEv
  * @param {number} replica
  * @param {import('./db.mjs').BookmarkDb} db
  * @param {import('./bookmarks.mjs').BookmarkCounter} counter
+ * @param {boolean} tiered
  * @returns {Snapshot}
  */
-export function snapshot(replica, db, counter) {
-  const caches = statsByCache();
-  /** @type {Record<string, number> | undefined} */
-  let tiered;
-  for (const entry of Object.values(caches)) {
-    const counters = /** @type {Record<string, unknown>} */ (/** @type {unknown} */ (entry));
-    if (typeof counters.l1Hits !== 'number') continue;
-    tiered ??= Object.fromEntries(TIER_STAT_NAMES.map((name) => [name, 0]));
-    for (const name of TIER_STAT_NAMES) {
-      const value = counters[name];
-      if (typeof value === 'number') tiered[name] += value;
-    }
-  }
-  return { replica, cache: stats(), caches, tiered, db: db.stats(), requests: counter.requests() };
+export function snapshot(replica, db, counter, tiered) {
+  return {
+    replica,
+    cache: stats(),
+    caches: statsByCache(),
+    tiered,
+    db: db.stats(),
+    requests: counter.requests(),
+  };
 }
 
 /**

@@ -62,7 +62,7 @@
       const m = r.metrics;
       const cell = (id, value) =>
         `<td class="${id}" data-testid="replica-${r.replica}-${id}">${m ? fmt(value) : 'down'}</td>`;
-      const tier = (id, name) => cell(id, m?.tiered?.[name]).replace('class="', 'class="tier ');
+      const tier = (id, name) => cell(id, m?.cache[name]).replace('class="', 'class="tier ');
       return `<tr><td>${r.replica || 'single'}</td><td>${r.url}</td>${cell('serving', m?.requests.lastServed)}${cell('requests', m && m.requests.protected + m.requests.unprotected + m.requests.steady)}${cell('fills', m?.cache.fills)}${cell('coalesced', m?.cache.coalescedWaits)}${cell('lockwaits', m?.cache.lockWaitHits)}${cell('queries', m?.db.queries)}${tier('l1hits', 'l1Hits')}${tier('l2hits', 'l2Hits')}${tier('busevictions', 'busEvictions')}</tr>`;
     });
     $('replicas').innerHTML = rows.join('');
@@ -74,9 +74,9 @@
       'tiered',
       fleet.replicas.some((r) => r.metrics?.tiered),
     );
-    set('fleet-l1hits', t.tiered.l1Hits);
-    set('fleet-l2hits', t.tiered.l2Hits);
-    set('fleet-busevictions', t.tiered.busEvictions);
+    set('fleet-l1hits', t.cache.l1Hits);
+    set('fleet-l2hits', t.cache.l2Hits);
+    set('fleet-busevictions', t.cache.busEvictions);
     set('fleet-requests', t.requests.protected + t.requests.unprotected + t.requests.steady);
     set('fleet-fills', t.cache.fills);
     set('fleet-coalesced', t.cache.coalescedWaits);

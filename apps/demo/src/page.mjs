@@ -130,7 +130,11 @@ export function renderPage(view) {
   requests on this process wait for that one result (<i>coalesced waits</i>) and later ones are <i>hits</i>.${
     view.redis
       ? ` Across replicas, the distributed fill lock makes the other replicas wait for the winner's value
-  (<i>lock-wait hits</i>): one fill fleet-wide; without it, up to one fill per replica.`
+  (<i>lock-wait hits</i>): one fill fleet-wide; without it, up to one fill per replica. Each replica reads
+  through a tiered cache: an in-process memory L1 in front of Redis. An <i>L1 hit</i> costs no Redis
+  command; an <i>L2 hit</i> is a read from Redis, then kept in L1; a change on one replica (an update, an
+  invalidation, a fill) evicts the key from the other replicas' L1 through Redis pub/sub
+  (<i>bus evictions</i>).`
       : ' Run <code>REPLICAS=4 CACHE=redis</code> to see one fill across a fleet.'
   }</p>
 </section>

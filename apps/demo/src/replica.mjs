@@ -52,7 +52,9 @@ export async function runReplica(config) {
     throw error;
   }
   const counter = createBookmarkCounter(cache.cache, db, { ttl: config.cacheTtl, swr: config.cacheSwr });
-  const local = () => snapshot(config.replicaId, db, counter);
+  const tiered = cache.tiered;
+  const local = () => snapshot(config.replicaId, db, counter, tiered);
+
   const prometheus = createPrometheus(config.replicaId, db);
   let selfUrl = '';
   let peers = config.peers;

@@ -149,6 +149,9 @@ describe('start-up failures', () => {
     const { code, output } = await runToExit({ CACHE_TTL: 'soon' });
     expect(code).toBe(1);
     expect(output).toMatch(/CACHE_TTL must look like/);
+    const zero = await runToExit({ LOCAL_TTL: '0' });
+    expect(zero.code).toBe(1);
+    expect(zero.output).toMatch(/LOCAL_TTL must be more than 0; got '0ms'/);
   });
 });
 

@@ -1,5 +1,7 @@
-// Replica mode against the local Redis: three server processes with the distributed fill lock make
-// one fill fleet-wide. Uses a random key prefix and deletes only its own keys.
+// Replica mode against the local Redis: three server processes, each with a memory L1 in front of
+// Redis (a tiered cache), make one fill fleet-wide with the distributed fill lock, and an update on
+// one replica reaches every replica's L1 through the invalidation bus. Uses a random key prefix and
+// deletes only its own keys.
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -77,7 +79,8 @@ it('each replica exports Prometheus metrics labelled with its id', async () => {
   if (fleet === undefined) throw new Error('set-up failed');
   const view = await json(`${fleet.url}/api/fleet`);
   const text = await (await fetch(`${view.replicas[1].url}/actuator/prometheus`)).text();
-  expect(text).toMatch(/^stampede_fills_total\{cache="redis",replica="2"\} \d+$/m);
+  expect(text).toMatch(/^stampede_fills_total\{cache="tiered",replica="2"\} \d+$/m);
+  expect(text).toMatch(/^stampede_l1_hits_total\{cache="tiered",replica="2"\} \d+$/m);
   expect(text).not.toContain('bookmark');
 });
 
@@ -91,6 +94,15 @@ it('"update" on one replica: every replica serves the new count', async () => {
     urls.map(async (/** @type {string} */ url) => (await json(`${url}/api/bookmarks/count`)).count),
   );
   expect(new Set(before).size).toBe(1);
+  // ...from its L1: a second read is an L1 hit, no Redis command.
+  const metricsOf = () =>
+    Promise.all(urls.map(async (/** @type {string} */ url) => (await json(`${url}/actuator/metrics`)).cache));
+  const warm = await metricsOf();
+  for (const url of urls) await json(`${url}/api/bookmarks/count`);
+  const hit = await metricsOf();
+  expect(hit.map((m, i) => m.l1Hits - (warm[i]?.l1Hits ?? 0))).toEqual([1, 1, 1]);
+  expect(hit.map((m, i) => m.l2Hits - (warm[i]?.l2Hits ?? 0))).toEqual([0, 0, 0]);
+
   const result = await json(`${urls[1]}/api/update`, { method: 'POST' });
   expect(result.count).toBe(before[0] + 1);
   expect(result.allServeNewCount).toBe(true);
@@ -98,6 +110,14 @@ it('"update" on one replica: every replica serves the new count', async () => {
   // Checked independently of the endpoint's own report: each replica, asked directly, serves it.
   for (const url of urls) {
     expect(await json(`${url}/api/bookmarks/count`)).toMatchObject({ count: before[0] + 1 });
+  }
+  // The other replicas dropped their L1 copy because the bus told them to.
+  const after = await metricsOf();
+  for (const i of [0, 2]) {
+    expect(
+      (after[i]?.busEvictions ?? 0) - (hit[i]?.busEvictions ?? 0),
+      `replica ${i + 1}`,
+    ).toBeGreaterThanOrEqual(1);
   }
 });
 
