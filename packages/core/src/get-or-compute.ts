@@ -14,6 +14,7 @@ import {
   ttlOnly,
 } from './options.js';
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
+import { shared } from './shared.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
 export function checkKey(key: unknown): asserts key is string {
@@ -228,11 +229,14 @@ function afterRead(
     const now = Date.now();
     if (now < entry.freshUntil) {
       counters.hits++;
+      // XFetch costs one random draw and one logarithm, and only on entries whose fill time is known.
+      if (options.earlyRefresh !== 0 && entry.delta !== undefined)
+        maybeRefreshEarly(state, key, entry, entry.delta, now, options, fill);
       return settledPromise(entry);
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry.value);
+      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry);
       return Promise.resolve(entry.value);
     }
   }
@@ -245,7 +249,7 @@ function afterRead(
   const answer = flight.joinAsLeader(options.signal, options.fillTimeout);
   // The write and the lock release finish after the callers have their value: on platforms that
   // freeze work left after the response, they need the request's waitUntil.
-  handOff(options, execute(state, flight, options, fill, entry?.value));
+  handOff(options, execute(state, flight, options, fill, entry?.value, { previous: entry, early: false }));
   return answer;
 }
 
@@ -255,7 +259,7 @@ function refreshInBackground(
   key: string,
   options: ResolvedOptions,
   fill: FillFn,
-  stale: unknown,
+  stale: CacheEntry,
 ): void {
   if (!takeRefreshSlot()) {
     state.counters.backgroundRefreshesSkipped++;
@@ -264,5 +268,48 @@ function refreshInBackground(
   }
   state.counters.backgroundRefreshes++;
   const flight = startBackgroundFlight(state, key, options);
-  handOff(options, execute(state, flight, options, fill, stale));
+  handOff(options, execute(state, flight, options, fill, stale.value, { previous: stale, early: false }));
+}
+
+/**
+ * The XFetch test on a fresh hit of an entry with a known fill time (`delta`): refresh now when
+ * `now - delta * beta * ln(random()) >= freshUntil`. `-ln(random())` is exponentially distributed
+ * (mean 1), so the refresh comes on average `delta * beta` before expiry, and a key read `r` times
+ * a second is refreshed before it expires unless no read falls in that last stretch. The refresh is
+ * the same background flight as stale-while-revalidate's: one per key per process (none while any
+ * flight of the key runs), within the process-wide cap, under the lock when asked for.
+ */
+function maybeRefreshEarly(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry,
+  delta: number,
+  now: number,
+  options: ResolvedOptions,
+  fill: FillFn,
+): void {
+  const freshUntil = entry.freshUntil;
+  // Never expires: nothing to be early for (and ln(0) would make the test pass).
+  if (freshUntil === Number.POSITIVE_INFINITY) return;
+  const draw = (shared.random ?? Math.random)();
+  if (!(now - delta * options.earlyRefresh * Math.log(draw) >= freshUntil)) return;
+  if (state.flights.get(key) !== undefined) return;
+  const { counters } = state;
+  if (!takeRefreshSlot()) {
+    counters.earlyRefreshesSkipped++;
+    if (hasListeners()) emit({ type: 'refresh-skipped', cache: state.name, key, early: true });
+    return;
+  }
+  counters.earlyRefreshes++;
+  if (hasListeners()) {
+    emit({
+      type: 'early-refresh',
+      cache: state.name,
+      key,
+      remainingMs: freshUntil - now,
+      deltaMs: delta,
+    });
+  }
+  const flight = startBackgroundFlight(state, key, options);
+  handOff(options, execute(state, flight, options, fill, entry.value, { previous: entry, early: true }));
 }

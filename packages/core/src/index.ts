@@ -13,6 +13,7 @@ export {
 export {
   type BackendErrorEvent,
   type BackendOperation,
+  type EarlyRefreshEvent,
   type FillEvent,
   type LockWaitEvent,
   onStampedeEvent,
@@ -23,7 +24,7 @@ export {
 } from './events.js';
 export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
 export { jitteredTtl } from './jitter.js';
-export type { FillContext, GetOrComputeOptions } from './options.js';
+export type { EarlyRefreshOptions, FillContext, GetOrComputeOptions } from './options.js';
 // A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';

@@ -56,11 +56,37 @@ export interface GetOrComputeOptions {
    */
   fillTimeout?: Duration | undefined;
   /**
+   * Refreshes a value ahead of its expiry, so that a key read often enough never expires in front of
+   * its readers (XFetch: Vattani, Chierichetti and Lowenstein, VLDB 2015). On each fresh hit, with
+   * `delta` the duration of the fill that produced the value, a background refresh starts when
+   * `now - delta * beta * Math.log(random()) >= freshUntil`: the closer the expiry and the slower
+   * the fill, the likelier. `beta` above 1 refreshes earlier, below 1 later. The refresh is the same
+   * background flight as a stale-while-revalidate one: one per key per process, within
+   * `configure({ maxBackgroundRefreshes })`, and with `distributedFillLock` one per key fleet-wide
+   * (a replica that finds the lock taken keeps serving its fresh value; see `earlyRefreshes` in
+   * `stats()`). Nothing happens without `ttl`, or for an entry whose fill duration is unknown (one
+   * written by `setValue` or by an older release).
+   * @default undefined (off); `true` means `{ beta: 1 }`
+   * @example
+   * getOrComputeWith(cache, 'top10', { ttl: '30s', earlyRefresh: true, distributedFillLock: true }, fill)
+   */
+  earlyRefresh?: boolean | EarlyRefreshOptions | undefined;
+  /**
    * Hands a background refresh's promise to the platform so it outlives the request
    * (`ctx.waitUntil` on Cloudflare Workers, `waitUntil` from `@vercel/functions`).
    * @default undefined
    */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
+/** The `earlyRefresh` option in its object form. */
+export interface EarlyRefreshOptions {
+  /**
+   * How eagerly to refresh: the refresh's head start scales with `delta * beta`. A finite number
+   * above 0.
+   * @default 1
+   */
+  beta?: number | undefined;
 }
 
 /**
@@ -74,7 +100,7 @@ export interface FillContext<T = unknown> {
   readonly signal: AbortSignal;
   /** The last known value (stale or expired but still readable), if any. */
   readonly stale: T | undefined;
-  /** True when this fill is a stale-while-revalidate background refresh. */
+  /** True when this fill is a background refresh (stale-while-revalidate, or `earlyRefresh`). */
   readonly background: boolean;
 }
 
@@ -89,6 +115,8 @@ export interface ResolvedOptions {
   readonly signal: AbortSignal | undefined;
   readonly fillTimeout: number | undefined;
   readonly waitUntil: ((promise: Promise<unknown>) => void) | undefined;
+  /** `earlyRefresh`'s beta; 0 when off (also when there is no `ttl`). */
+  readonly earlyRefresh: number;
 }
 
 /** Default lock expiry, ms. */
@@ -112,6 +140,7 @@ export function ttlOnly(ttl: number | undefined): ResolvedOptions {
     signal: undefined,
     fillTimeout: undefined,
     waitUntil: undefined,
+    earlyRefresh: 0,
   };
 }
 
@@ -156,5 +185,38 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   if (waitUntil !== undefined && typeof waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof waitUntil}`);
   }
-  return { ttl, grace, lock, lockTtl, lockWaitTimeout, lockPollInterval, signal, fillTimeout, waitUntil };
+  const early = earlyRefreshBeta(options.earlyRefresh);
+  return {
+    ttl,
+    grace,
+    lock,
+    lockTtl,
+    lockWaitTimeout,
+    lockPollInterval,
+    signal,
+    fillTimeout,
+    waitUntil,
+    // Without a ttl nothing expires, so nothing is refreshed ahead of expiry.
+    earlyRefresh: ttl === undefined ? 0 : early,
+  };
+}
+
+/** `earlyRefresh` as its beta (0 for off), naming the field at fault. */
+function earlyRefreshBeta(option: unknown): number {
+  if (option === undefined || option === false) return 0;
+  if (option === true) return 1;
+  if (typeof option !== 'object' || option === null) {
+    throw new TypeError(
+      `options.earlyRefresh must be a boolean or { beta?: number }; got ${option === null ? 'null' : typeof option}`,
+    );
+  }
+  const beta = (option as EarlyRefreshOptions).beta;
+  if (beta === undefined) return 1;
+  if (typeof beta !== 'number') {
+    throw new TypeError(`options.earlyRefresh.beta must be a number; got ${typeof beta}`);
+  }
+  if (!(beta > 0 && beta < Number.POSITIVE_INFINITY)) {
+    throw new RangeError(`options.earlyRefresh.beta must be a finite number above 0; got ${String(beta)}`);
+  }
+  return beta;
 }
