@@ -229,9 +229,17 @@ function afterRead(
     const now = Date.now();
     if (now < entry.freshUntil) {
       counters.hits++;
-      // XFetch costs one random draw and one logarithm, and only on entries whose fill time is known.
-      if (options.earlyRefresh !== 0 && entry.delta !== undefined)
-        maybeRefreshEarly(state, key, entry, entry.delta, now, options, fill);
+      // XFetch: nothing but a comparison until expiry is within reach of the largest possible draw,
+      // then one random draw and one logarithm; only for entries whose fill time is known.
+      if (options.earlyRefresh !== 0) {
+        const delta = entry.delta;
+        if (delta !== undefined) {
+          const scale = delta * options.earlyRefresh;
+          const remaining = entry.freshUntil - now;
+          if (remaining <= scale * MAX_HEAD_START && drawsEarlyRefresh(remaining, scale))
+            refreshEarly(state, key, entry, delta, remaining, options, fill);
+        }
+      }
       return settledPromise(entry);
     }
     if (options.grace > 0 && now < entry.staleUntil) {
@@ -271,28 +279,44 @@ function refreshInBackground(
   handOff(options, execute(state, flight, options, fill, stale.value, { previous: stale, early: false }));
 }
 
+// The smallest draw taken: `-ln(2^-53)`, some 36.7, bounds the head start at that many `delta * beta`.
+// `Math.random` returns multiples of 2^-53 or coarser, so only a draw of exactly 0 is raised.
+const MIN_DRAW = 2 ** -53;
+const MAX_HEAD_START = -Math.log(MIN_DRAW);
+
 /**
- * The XFetch test on a fresh hit of an entry with a known fill time (`delta`): refresh now when
- * `now - delta * beta * ln(random()) >= freshUntil`. `-ln(random())` is exponentially distributed
- * (mean 1), so the refresh comes on average `delta * beta` before expiry, and a key read `r` times
- * a second is refreshed before it expires unless no read falls in that last stretch. The refresh is
- * the same background flight as stale-while-revalidate's: one per key per process (none while any
- * flight of the key runs), within the process-wide cap, under the lock when asked for.
+ * The XFetch test for a fresh entry `remaining` ms from expiry, with `scale` = `delta * beta`:
+ * `now - delta * beta * ln(random()) >= freshUntil`, that is `-scale * ln(random()) >= remaining`,
+ * a draw below 2^-53 taken as 2^-53. `-ln(random())` is exponentially distributed (mean 1), so the
+ * refresh comes on average `delta * beta` before expiry, and a key read `r` times a second is
+ * refreshed before it expires unless no read falls in that last stretch. Kept apart from
+ * {@link refreshEarly} so that the hit path inlines only this.
  */
-function maybeRefreshEarly(
+function drawsEarlyRefresh(remaining: number, scale: number): boolean {
+  const drawn = (shared.random ?? Math.random)();
+  const r = drawn > MIN_DRAW ? drawn : MIN_DRAW;
+  // -ln(r) lies between 1 - r and 1/r - 1: where both bounds give the same answer (most draws), the
+  // logarithm, the dearest part of the test, is not needed.
+  const low = scale * (1 - r);
+  if (low >= remaining) return true;
+  if (low < remaining * r) return false;
+  return -scale * Math.log(r) >= remaining;
+}
+
+/**
+ * Starts the refresh an XFetch draw asked for: the same background flight as stale-while-revalidate's,
+ * one per key per process (none while any flight of the key runs), within the process-wide cap,
+ * under the lock when asked for.
+ */
+function refreshEarly(
   state: CacheState,
   key: string,
   entry: CacheEntry,
   delta: number,
-  now: number,
+  remaining: number,
   options: ResolvedOptions,
   fill: FillFn,
 ): void {
-  const freshUntil = entry.freshUntil;
-  // Never expires: nothing to be early for (and ln(0) would make the test pass).
-  if (freshUntil === Number.POSITIVE_INFINITY) return;
-  const draw = (shared.random ?? Math.random)();
-  if (!(now - delta * options.earlyRefresh * Math.log(draw) >= freshUntil)) return;
   if (state.flights.get(key) !== undefined) return;
   const { counters } = state;
   if (!takeRefreshSlot()) {
@@ -302,13 +326,7 @@ function maybeRefreshEarly(
   }
   counters.earlyRefreshes++;
   if (hasListeners()) {
-    emit({
-      type: 'early-refresh',
-      cache: state.name,
-      key,
-      remainingMs: freshUntil - now,
-      deltaMs: delta,
-    });
+    emit({ type: 'early-refresh', cache: state.name, key, remainingMs: remaining, deltaMs: delta });
   }
   const flight = startBackgroundFlight(state, key, options);
   handOff(options, execute(state, flight, options, fill, entry.value, { previous: entry, early: true }));

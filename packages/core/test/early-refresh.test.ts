@@ -74,7 +74,8 @@ describe('earlyRefresh: the XFetch test on a fresh hit', () => {
     'with random fixed, beta %d: refreshes exactly when now - delta*beta*ln(r) >= freshUntil',
     async (beta) => {
       const options: GetOrComputeOptions = { ttl: '1m', earlyRefresh: { beta } };
-      for (const r of [0.9, 0.5, 0.1, 0.01]) {
+      const some = seeded(beta);
+      for (const r of [0.9, 0.5, 0.1, 0.01, 1e-9, ...Array.from({ length: 100 }, some)]) {
         configure({ random: () => r });
         // The head start the formula grants, in whole ms: refresh at or below it, not above.
         const headStart = -DELTA * beta * Math.log(r);
@@ -106,6 +107,22 @@ describe('earlyRefresh: the XFetch test on a fresh hit', () => {
       expect(fill).toHaveBeenCalledTimes(1);
     },
   );
+
+  it('a draw of 0 counts as 2^-53: the head start is at most -ln(2^-53) (36.7) x delta x beta', async () => {
+    configure({ random: () => 0 });
+    for (const [beta, remaining, refreshes] of [
+      [1, 36 * DELTA, 1],
+      [1, 37 * DELTA, 0],
+      [4, 36 * 4 * DELTA, 1],
+      [4, 37 * 4 * DELTA, 0],
+    ] as const) {
+      const cache = testCache();
+      plant(cache.backend, 'k', entryExpiringIn(remaining));
+      const fill = vi.fn(() => 'v2');
+      await getOrComputeWith(cache, 'k', { ttl: '1h', earlyRefresh: { beta } }, fill);
+      expect({ beta, remaining, refreshes: fill.mock.calls.length }).toEqual({ beta, remaining, refreshes });
+    }
+  });
 
   it.each([
     [1, 50],
@@ -319,6 +336,30 @@ describe('earlyRefresh with distributedFillLock', () => {
     expect(slow).toHaveBeenCalledTimes(1);
     expect(backend.read('k')?.value).toBe('v2');
     expect(stats()).toMatchObject({ earlyRefreshes: 2, fills: 1, fillsCancelled: 1, lockWaitTimeouts: 0 });
+    expectIdentities(stats());
+  });
+
+  it("a loser whose value expires during its look waits on like any lock loser: the misses that joined it get the holder's value", async () => {
+    configure({ random: () => 0.001 });
+    const backend = new Backend();
+    const [a, b] = replicas(backend, 2) as [ReturnType<typeof testCache>, ReturnType<typeof testCache>];
+    // Fresh for 50 ms more; the holder's refresh takes 3 delta (300 ms).
+    plant(backend, 'k', entryExpiringIn(50));
+    const slow = vi.fn(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 3 * DELTA));
+      return 'v2';
+    });
+    const refreshB = vi.fn(() => 'never');
+    await getOrComputeWith(a, 'k', LOCKED, slow);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await getOrComputeWith(b, 'k', LOCKED, refreshB)).toBe('v1');
+    await vi.advanceTimersByTimeAsync(60);
+    // Expired on B: this miss joins B's early flight, which must not give up on it.
+    const late = getOrComputeWith(b, 'k', LOCKED, refreshB);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await late).toBe('v2');
+    expect(refreshB).not.toHaveBeenCalled();
+    expect(stats()).toMatchObject({ fills: 1, lockWaitHits: 1, fillsCancelled: 0, coalescedWaits: 1 });
     expectIdentities(stats());
   });
 
