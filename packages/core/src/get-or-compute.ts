@@ -294,7 +294,7 @@ const MAX_HEAD_START = -Math.log(MIN_DRAW);
  */
 function drawsEarlyRefresh(remaining: number, scale: number): boolean {
   const drawn = (shared.random ?? Math.random)();
-  const r = drawn > MIN_DRAW ? drawn : MIN_DRAW;
+  const r = Math.max(drawn, MIN_DRAW);
   // -ln(r) lies between 1 - r and 1/r - 1: where both bounds give the same answer (most draws), the
   // logarithm, the dearest part of the test, is not needed.
   const low = scale * (1 - r);
