@@ -230,7 +230,8 @@ function afterRead(
     if (now < entry.freshUntil) {
       counters.hits++;
       // XFetch: nothing but a comparison until expiry is within reach of the largest possible draw,
-      // then one random draw and one logarithm; only for entries whose fill time is known.
+      // then one random draw (and, for draws near the threshold, a logarithm); only for entries
+      // whose fill time is known.
       if (options.earlyRefresh !== 0) {
         const delta = entry.delta;
         if (delta !== undefined) {

@@ -65,7 +65,8 @@ export interface GetOrComputeOptions {
    * `configure({ maxBackgroundRefreshes })`, and with `distributedFillLock` one per key fleet-wide
    * (a replica that finds the lock taken keeps serving its fresh value; see `earlyRefreshes` in
    * `stats()`). Nothing happens without `ttl`, or for an entry whose fill duration is unknown (one
-   * written by `setValue` or by an older release).
+   * written by `setValue` or by an older release). A draw below 2^-53 counts as 2^-53, so the
+   * refresh never comes more than about `36.7 * delta * beta` ahead of expiry.
    * @default undefined (off); `true` means `{ beta: 1 }`
    * @example
    * getOrComputeWith(cache, 'top10', { ttl: '30s', earlyRefresh: true, distributedFillLock: true }, fill)
