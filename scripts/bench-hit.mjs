@@ -6,7 +6,7 @@ import { createMemoryCache } from '@stampede/memory';
 import { LRUCache } from 'lru-cache';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 1_000_000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const KEYS = 1_000;
 const keys = Array.from({ length: KEYS }, (_, i) => `bookmark:${i}`);
 
@@ -71,9 +71,15 @@ const median = (xs) => {
 };
 
 const samples = Object.fromEntries(Object.keys(cases).map((name) => [name, []]));
-process.stdout.write(`hit-path benchmark: ${ROUNDS} rounds x ${ITERATIONS} ops, interleaved\n`);
+process.stdout.write(
+  `hit-path benchmark: ${ROUNDS} rounds x ${ITERATIONS} ops, interleaved, order rotated\n`,
+);
+// Each round starts one case later, so that no case always runs right after the same other one
+// (a case's cost shifts by tens of ns with what ran before it: JIT state, GC).
+const entries = Object.entries(cases);
 for (let round = 0; round < ROUNDS; round++) {
-  for (const [name, run] of Object.entries(cases)) {
+  const order = [...entries.slice(round % entries.length), ...entries.slice(0, round % entries.length)];
+  for (const [name, run] of order) {
     globalThis.gc?.();
     const t0 = process.hrtime.bigint();
     await run();
