@@ -72,18 +72,22 @@ export async function readEntryAsync(state: CacheState, key: string): Promise<Ca
   return readEntry(state, key);
 }
 
-/** The entry a fill that started at `createdAt` writes for `value` under `options`. */
+/**
+ * The entry a fill that started at `createdAt` writes for `value` under `options`; `delta` is how
+ * long the fill function ran (ms), when a fill produced the value.
+ */
 export function entryFor(
   value: unknown,
   createdAt: number,
   options: Pick<ResolvedOptions, 'ttl' | 'grace'>,
+  delta?: number,
 ): CacheEntry {
   const { ttl, grace } = options;
-  if (ttl === undefined) {
-    return { value, createdAt, freshUntil: Number.POSITIVE_INFINITY, staleUntil: Number.POSITIVE_INFINITY };
-  }
-  const freshUntil = never(Date.now() + ttl);
-  return { value, createdAt, freshUntil, staleUntil: never(freshUntil + grace) };
+  const freshUntil = ttl === undefined ? Number.POSITIVE_INFINITY : never(Date.now() + ttl);
+  const staleUntil = ttl === undefined ? Number.POSITIVE_INFINITY : never(freshUntil + grace);
+  // Only when known: without it the entry keeps the shape adapters have always seen.
+  if (delta === undefined) return { value, createdAt, freshUntil, staleUntil };
+  return { value, createdAt, freshUntil, staleUntil, delta };
 }
 
 // Past 2^53 ms (some 285,000 years) a time is neither exact nor writable as an integer (a remote

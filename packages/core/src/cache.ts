@@ -15,6 +15,13 @@ export interface CacheEntry<T = unknown> {
   readonly freshUntil: number;
   /** May be served stale (with stale-while-revalidate) while `now < staleUntil`; `>= freshUntil`. */
   readonly staleUntil: number;
+  /**
+   * How long the fill that produced this value ran, in milliseconds: what `earlyRefresh` scales its
+   * head start by, and when a replica waiting for another's fill of the key first looks for its
+   * value. `undefined` when unknown (a `setValue`, or an entry an older release wrote). Adapters
+   * store it with the entry when they can; one that drops it only loses those two optimisations.
+   */
+  readonly delta?: number | undefined;
 }
 
 /** Options for {@link Cache.set}. */

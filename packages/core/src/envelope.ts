@@ -108,13 +108,18 @@ export function roundTripValue(value: unknown, serializer: SerializerOption = js
   return parseValue(stringifyValue(value, resolved), resolved);
 }
 
-/** The envelope format's version; an entry of another version reads as a miss. */
-export const ENVELOPE_VERSION = 1;
+/**
+ * The envelope format's newest version. Version 2 adds the fill's duration (`delta`) to the header;
+ * an entry without a `delta` is still written as version 1, which every release reads. Versions 1
+ * and 2 decode; any other reads as a miss.
+ */
+export const ENVELOPE_VERSION = 2;
 
 /** A decoded envelope: a {@link CacheEntry}. */
 export type Envelope<T = unknown> = CacheEntry<T>;
 
-const PREFIX = `s${ENVELOPE_VERSION}|`;
+const PREFIX_V1 = 's1|';
+const PREFIX_V2 = 's2|';
 
 /**
  * A time (or a count of milliseconds) as plain decimal digits, whatever its size: `String(1e21)` is
@@ -139,31 +144,41 @@ function parseTime(text: string | undefined, field: string): number {
 }
 
 /**
- * Encodes an entry as `s1|createdAt|freshUntil|staleUntil|payload`, where the times are whole
- * milliseconds in plain digits (`''` for never) and the payload is the serializer's text. The header
- * is never valid JSON, so a client that JSON-parses every reply (Upstash's
- * `automaticDeserialization`) hands it back untouched.
+ * Encodes an entry as `s2|createdAt|freshUntil|staleUntil|delta|payload`, or, for an entry without
+ * a `delta` (a `setValue`), as `s1|createdAt|freshUntil|staleUntil|payload`, the first release's
+ * format. The times are whole milliseconds in plain digits (`''` for never), `delta` whole
+ * milliseconds, and the payload is the serializer's text. The header is never valid JSON, so a
+ * client that JSON-parses every reply (Upstash's `automaticDeserialization`) hands it back untouched.
  *
  * @throws whatever the serializer throws for a value it cannot represent
  */
 export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption = jsonSerializer): string {
   const payload = stringifyValue(entry.value, serializer);
-  return `${PREFIX}${time(entry.createdAt)}|${time(entry.freshUntil)}|${time(entry.staleUntil)}|${payload}`;
+  const times = `${time(entry.createdAt)}|${time(entry.freshUntil)}|${time(entry.staleUntil)}|`;
+  const delta = entry.delta;
+  if (delta === undefined || !(delta >= 0 && delta < Number.POSITIVE_INFINITY)) {
+    return `${PREFIX_V1}${times}${payload}`;
+  }
+  return `${PREFIX_V2}${times}${integerText(delta)}|${payload}`;
 }
 
 /**
- * Decodes what {@link encodeEnvelope} wrote.
+ * Decodes what {@link encodeEnvelope} wrote, in either version (an `s1|` entry of an older release
+ * has no `delta`).
  *
- * @throws TypeError for text that is not an envelope of this version, or whose payload the
- * serializer rejects (callers count it as a miss and a `decode` backend error)
+ * @throws TypeError for text that is not an envelope of a version this release reads, or whose
+ * payload the serializer rejects (callers count it as a miss and a `decode` backend error)
  */
 export function decodeEnvelope(text: unknown, serializer: SerializerOption = jsonSerializer): CacheEntry {
   if (typeof text !== 'string')
     throw new TypeError(`stampede envelope: expected a string, got ${typeof text}`);
-  if (!text.startsWith(PREFIX)) throw new TypeError('stampede envelope: unknown format or version');
-  let at = PREFIX.length;
+  const withDelta = text.startsWith(PREFIX_V2);
+  if (!withDelta && !text.startsWith(PREFIX_V1))
+    throw new TypeError('stampede envelope: unknown format or version');
+  let at = PREFIX_V1.length;
   const fields: string[] = [];
-  for (let i = 0; i < 3; i++) {
+  const count = withDelta ? 4 : 3;
+  for (let i = 0; i < count; i++) {
     const bar = text.indexOf('|', at);
     if (bar === -1) throw new TypeError('stampede envelope: truncated header');
     fields.push(text.slice(at, bar));
@@ -176,5 +191,17 @@ export function decodeEnvelope(text: unknown, serializer: SerializerOption = jso
     throw new TypeError('stampede envelope: inconsistent times');
   }
   const value = parseValue(text.slice(at), serializer);
-  return { value, createdAt, freshUntil, staleUntil };
+  if (!withDelta) return { value, createdAt, freshUntil, staleUntil };
+  const delta = parseDelta(fields[3]);
+  return { value, createdAt, freshUntil, staleUntil, delta };
+}
+
+// Plain digits only, as the write guard's header pattern reads them.
+const DIGITS = /^\d+$/;
+
+function parseDelta(text: string | undefined): number {
+  if (text === undefined || !DIGITS.test(text)) throw new TypeError('stampede envelope: bad delta');
+  const delta = Number(text);
+  if (!Number.isFinite(delta)) throw new TypeError('stampede envelope: bad delta');
+  return delta;
 }

@@ -1,6 +1,6 @@
 import { shared } from './shared.js';
 
-/** A fill ran (in the foreground or as a stale-while-revalidate refresh). */
+/** A fill ran (in the foreground, or as a stale-while-revalidate or early refresh). */
 export interface FillEvent {
   readonly type: 'fill';
   /** The cache's name. */
@@ -10,7 +10,7 @@ export interface FillEvent {
   readonly durationMs: number;
   /** `'ok'`, `'error'` (the fill threw) or `'timeout'` (`fillTimeout` passed first). */
   readonly outcome: 'ok' | 'error' | 'timeout';
-  /** True for a background stale-while-revalidate refresh. */
+  /** True for a background refresh (stale-while-revalidate, or `earlyRefresh`). */
   readonly background: boolean;
 }
 
@@ -26,10 +26,12 @@ export interface LockWaitEvent {
   /**
    * `'hit'`: another replica's value arrived; `'acquired'`: this replica took the lock over;
    * `'timeout'`: `lockWaitTimeout` passed and this replica filled locally; `'aborted'`: every caller left;
-   * `'error'`: a lock attempt during the wait failed (a backend fault) and this replica filled locally.
+   * `'error'`: a lock attempt during the wait failed (a backend fault) and this replica filled locally;
+   * `'yielded'`: an early refresh found the lock taken, looked once at the holder's expected finish,
+   * found no newer value yet and left the refresh to the holder (this replica keeps serving its value).
    * A fault on the first lock attempt, before any contention, is no wait and emits no `lock-wait`.
    */
-  readonly outcome: 'hit' | 'acquired' | 'timeout' | 'aborted' | 'error';
+  readonly outcome: 'hit' | 'acquired' | 'timeout' | 'aborted' | 'error' | 'yielded';
 }
 
 /** The operations a backend fault can come from. */
@@ -56,11 +58,24 @@ export interface BackendErrorEvent {
   readonly error: unknown;
 }
 
-/** A stale read wanted a background refresh but the process-wide cap was reached. */
+/** A stale read (or an early refresh's draw) wanted a background refresh but the process-wide cap was reached. */
 export interface RefreshSkippedEvent {
   readonly type: 'refresh-skipped';
   readonly cache: string;
   readonly key: string;
+  /** True when the refresh was an early one (`earlyRefresh`, counted in `earlyRefreshesSkipped`). */
+  readonly early?: boolean;
+}
+
+/** A fresh hit started a refresh ahead of expiry (`earlyRefresh`). */
+export interface EarlyRefreshEvent {
+  readonly type: 'early-refresh';
+  readonly cache: string;
+  readonly key: string;
+  /** How long the value had left to be fresh, in milliseconds. */
+  readonly remainingMs: number;
+  /** The duration of the fill that produced the value (the entry's `delta`), in milliseconds. */
+  readonly deltaMs: number;
 }
 
 /** Something the user should know once (for example: the lock was asked of a cache without one). */
@@ -116,6 +131,7 @@ export type StampedeEvent =
   | LockWaitEvent
   | BackendErrorEvent
   | RefreshSkippedEvent
+  | EarlyRefreshEvent
   | WarningEvent
   | FailSafeEvent
   | SoftTimeoutEvent

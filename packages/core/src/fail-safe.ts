@@ -172,7 +172,8 @@ function rearm(
   // Found fresh at least that long (another replica filled it meanwhile): nothing to re-arm.
   if (entry.freshUntil >= freshUntil) return undefined;
   const staleUntil = Math.max(freshUntil, Math.min(freshUntil + grace, until));
-  const rearmed: CacheEntry = { value: entry.value, createdAt: entry.createdAt, freshUntil, staleUntil };
+  // Everything else the entry carries (its fill time `delta`, its tags) stays as it was.
+  const rearmed: CacheEntry = { ...entry, freshUntil, staleUntil };
   const physical = until > Number.MAX_SAFE_INTEGER ? undefined : until - now;
   return writeEntry(state, key, rearmed, physical);
 }

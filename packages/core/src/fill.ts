@@ -8,12 +8,12 @@ import {
   writeEntry,
 } from './backend.js';
 import { releaseRefreshSlot } from './background.js';
-import type { FillLock, FillOutcome } from './cache.js';
+import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
 import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
 import { Flight, type Rescue } from './flight.js';
-import { acquireOrWait } from './lock-wait.js';
+import { acquireOrWait, type WaitHint } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
@@ -110,7 +110,10 @@ export function startForegroundFlight(
   return startFlight(state, key, options, false, fallback);
 }
 
-/** Registers a stale-while-revalidate refresh, which no caller waits for. */
+/**
+ * Registers a background refresh (stale-while-revalidate or early), which no caller waits for.
+ * `fallback` is fail-safe's previous value, if any.
+ */
 export function startBackgroundFlight(
   state: CacheState,
   key: string,
@@ -167,11 +170,12 @@ function deliverFilled(
   flight: Flight,
   value: unknown,
   options: ResolvedOptions,
+  delta: number,
 ): Promise<void> | undefined {
   if (flight.result !== undefined) return undefined;
   const pending =
     value !== undefined && !flight.invalidated
-      ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options), physicalTtl(options))
+      ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options, delta), physicalTtl(options))
       : undefined;
   if (flight.background) {
     const finish = (): void => {
@@ -224,7 +228,12 @@ const FILL_WITHOUT_LOCK: LockPhaseResult = { kind: 'fill', lock: undefined };
  * Every flight ends its lock phase in exactly one of three counters, so that
  * `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled` holds
  * whatever happens: `fills` (the fill function runs), `lockWaitHits` (another replica's value) or
- * `fillsCancelled` (the flight was given up first: every caller left, or `fillTimeout` passed).
+ * `fillsCancelled` (the flight was given up first: every caller left, or `fillTimeout` passed; or
+ * an early refresh left the refresh to the replica holding the lock).
+ *
+ * `hint` is what the flight read before it started: the lock phase times its first look for another
+ * replica's value by the entry's `delta`, and an early refresh (`hint.early`) needs a value newer
+ * than that still-fresh entry.
  */
 export async function execute(
   state: CacheState,
@@ -232,8 +241,11 @@ export async function execute(
   options: ResolvedOptions,
   fill: FillFn,
   stale: unknown,
+  hint?: WaitHint,
 ): Promise<void> {
-  const next = usesFleetLock(state, options) ? await lockPhase(state, flight, options) : FILL_WITHOUT_LOCK;
+  const next = usesFleetLock(state, options)
+    ? await lockPhase(state, flight, options, hint)
+    : FILL_WITHOUT_LOCK;
   if (next.kind === 'stop') return;
   if (next.kind === 'found') {
     state.counters.lockWaitHits++;
@@ -260,19 +272,35 @@ async function lockPhase(
   state: CacheState,
   flight: Flight,
   options: ResolvedOptions,
+  hint: WaitHint | undefined,
 ): Promise<LockPhaseResult> {
   const key = flight.key;
-  const got = await acquireOrWait(state, key, options, flight.controller.signal);
+  const got = await acquireOrWait(state, key, options, flight.controller.signal, hint);
   const lock = got.kind === 'lock' ? got.lock : undefined;
   // Given up means `flight.result` is set (see `Flight.result`).
   if (got.kind === 'aborted' || flight.result !== undefined) return stopped(state, key, lock);
+  if (got.kind === 'yielded') {
+    // An early refresh leaves the key to the replica holding the lock. The value it set out to
+    // replace is still fresh, so no miss has joined the flight; it ends with that value.
+    flight.detach();
+    flight.settle({ ok: true, value: hint?.previous?.value });
+    return stopped(state, key, undefined);
+  }
   if (got.kind === 'value') return { kind: 'found', value: got.entry.value, lock: undefined };
   if (lock === undefined) return FILL_WITHOUT_LOCK;
   const entry = await readEntryAsync(state, key);
   if (flight.result !== undefined) return stopped(state, key, lock);
-  if (entry !== undefined && Date.now() < entry.freshUntil)
+  if (entry !== undefined && Date.now() < entry.freshUntil && !staleFor(hint, entry))
     return { kind: 'found', value: entry.value, lock };
   return { kind: 'fill', lock };
+}
+
+/**
+ * True when `entry` is the very value an early refresh set out to replace (or an older one): fresh,
+ * but not another replica's refresh.
+ */
+function staleFor(hint: WaitHint | undefined, entry: CacheEntry): boolean {
+  return hint?.early === true && hint.previous !== undefined && entry.createdAt <= hint.previous.createdAt;
 }
 
 async function stopped(state: CacheState, key: string, lock: FillLock | undefined): Promise<LockPhaseResult> {
@@ -347,7 +375,9 @@ async function fillPhase(
   // already: its value is neither delivered nor written, and the lock is released as failed.
   const givenUp = flight.result !== undefined;
   if (!givenUp) fillEvent(state, flight, startedAt, 'ok');
-  const pending = deliverFilled(state, flight, value, options);
+  // The fill's duration goes into the entry (`delta`): early refreshes and lock waiters time by it.
+  const delta = Math.max(0, Date.now() - startedAt);
+  const pending = deliverFilled(state, flight, value, options, delta);
   if (pending !== undefined) await pending;
   await release(givenUp ? 'failed' : 'filled');
 }

@@ -23,6 +23,7 @@ export {
   type BackendErrorEvent,
   type BackendOperation,
   type BusRecoveryEvent,
+  type EarlyRefreshEvent,
   type FailSafeEvent,
   type FillEvent,
   type LockWaitEvent,
@@ -35,7 +36,7 @@ export {
 } from './events.js';
 export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
 export { jitteredTtl } from './jitter.js';
-export type { FailSafeOptions, FillContext, GetOrComputeOptions } from './options.js';
+export type { EarlyRefreshOptions, FailSafeOptions, FillContext, GetOrComputeOptions } from './options.js';
 // A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';

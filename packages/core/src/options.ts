@@ -56,6 +56,23 @@ export interface GetOrComputeOptions {
    */
   fillTimeout?: Duration | undefined;
   /**
+   * Refreshes a value ahead of its expiry, so that a key read often enough never expires in front of
+   * its readers (XFetch: Vattani, Chierichetti and Lowenstein, VLDB 2015). On each fresh hit, with
+   * `delta` the duration of the fill that produced the value, a background refresh starts when
+   * `now - delta * beta * Math.log(random()) >= freshUntil`: the closer the expiry and the slower
+   * the fill, the likelier. `beta` above 1 refreshes earlier, below 1 later. The refresh is the same
+   * background flight as a stale-while-revalidate one: one per key per process, within
+   * `configure({ maxBackgroundRefreshes })`, and with `distributedFillLock` one per key fleet-wide
+   * (a replica that finds the lock taken keeps serving its fresh value; see `earlyRefreshes` in
+   * `stats()`). Nothing happens without `ttl`, or for an entry whose fill duration is unknown (one
+   * written by `setValue` or by an older release). A draw below 2^-53 counts as 2^-53, so the
+   * refresh never comes more than about `36.7 * delta * beta` ahead of expiry.
+   * @default undefined (off); `true` means `{ beta: 1 }`
+   * @example
+   * getOrComputeWith(cache, 'top10', { ttl: '30s', earlyRefresh: true, distributedFillLock: true }, fill)
+   */
+  earlyRefresh?: boolean | EarlyRefreshOptions | undefined;
+  /**
    * Hands a background refresh's promise to the platform so it outlives the request
    * (`ctx.waitUntil` on Cloudflare Workers, `waitUntil` from `@vercel/functions`).
    * @default undefined
@@ -106,6 +123,16 @@ export interface FailSafeOptions {
   throttle?: Duration | undefined;
 }
 
+/** The `earlyRefresh` option in its object form. */
+export interface EarlyRefreshOptions {
+  /**
+   * How eagerly to refresh: the refresh's head start scales with `delta * beta`. A finite number
+   * above 0.
+   * @default 1
+   */
+  beta?: number | undefined;
+}
+
 /**
  * What a fill function is given. `stale` is `unknown` by default: in a shared cache it may have been
  * written by another version of your code, so check it before trusting its shape.
@@ -117,7 +144,7 @@ export interface FillContext<T = unknown> {
   readonly signal: AbortSignal;
   /** The last known value (stale or expired but still readable), if any. */
   readonly stale: T | undefined;
-  /** True when this fill is a stale-while-revalidate background refresh. */
+  /** True when this fill is a background refresh (stale-while-revalidate, or `earlyRefresh`). */
   readonly background: boolean;
 }
 
@@ -134,6 +161,8 @@ export interface ResolvedOptions {
   readonly waitUntil: ((promise: Promise<unknown>) => void) | undefined;
   readonly failSafe: ResolvedFailSafe | undefined;
   readonly softTimeout: number | undefined;
+  /** `earlyRefresh`'s beta; 0 when off (also when there is no `ttl`). */
+  readonly earlyRefresh: number;
 }
 
 /** {@link FailSafeOptions} after validation, in milliseconds. */
@@ -170,6 +199,7 @@ export function ttlOnly(ttl: number | undefined): ResolvedOptions {
     waitUntil: undefined,
     failSafe: undefined,
     softTimeout: undefined,
+    earlyRefresh: 0,
   };
 }
 
@@ -248,6 +278,7 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
       "options.softTimeout needs options.failSafe (it answers with fail-safe's previous value)",
     );
   }
+  const early = earlyRefreshBeta(options.earlyRefresh);
   return {
     ttl,
     grace,
@@ -260,5 +291,27 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
     waitUntil,
     failSafe,
     softTimeout,
+    // Without a ttl nothing expires, so nothing is refreshed ahead of expiry.
+    earlyRefresh: ttl === undefined ? 0 : early,
   };
+}
+
+/** `earlyRefresh` as its beta (0 for off), naming the field at fault. */
+function earlyRefreshBeta(option: unknown): number {
+  if (option === undefined || option === false) return 0;
+  if (option === true) return 1;
+  if (typeof option !== 'object' || option === null) {
+    throw new TypeError(
+      `options.earlyRefresh must be a boolean or { beta?: number }; got ${option === null ? 'null' : typeof option}`,
+    );
+  }
+  const beta = (option as EarlyRefreshOptions).beta;
+  if (beta === undefined) return 1;
+  if (typeof beta !== 'number') {
+    throw new TypeError(`options.earlyRefresh.beta must be a number; got ${typeof beta}`);
+  }
+  if (!(beta > 0 && beta < Number.POSITIVE_INFINITY)) {
+    throw new RangeError(`options.earlyRefresh.beta must be a finite number above 0; got ${String(beta)}`);
+  }
+  return beta;
 }

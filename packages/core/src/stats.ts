@@ -12,9 +12,9 @@ import { shared } from './shared.js';
  * 3. Every started fill, foreground or background refresh, ends its lock protocol in exactly one of
  *    `fills` (the fill function ran), `lockWaitHits` (another replica's value) and `fillsCancelled`
  *    (given up before the fill function ran):
- *    `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled`.
+ *    `misses - coalescedWaits + backgroundRefreshes + earlyRefreshes === fills + lockWaitHits + fillsCancelled`.
  * 4. A started fill fails at most once: `fillFailures + fillTimeouts <= fills + fillsCancelled`, and
- *    `backgroundRefreshFailures <= backgroundRefreshes`.
+ *    `backgroundRefreshFailures <= backgroundRefreshes + earlyRefreshes`.
  * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
  * 6. A wait ends at most once without a value or the lock: `lockWaitTimeouts + lockWaitErrors <= lockContended`,
  *    and every `lockWaitErrors` is also a `backendErrors`: `lockWaitErrors <= backendErrors`.
@@ -26,6 +26,7 @@ import { shared } from './shared.js';
  * 9. On a tiered cache (`createTieredCache`, counted under its own name), every fresh hit was found
  *    in its local or its remote cache: `hits <= l1Hits + l2Hits`. The other caches count 0 in the
  *    four tiered counters.
+ * 10. A fresh hit starts at most one early refresh: `earlyRefreshes + earlyRefreshesSkipped <= hits`.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -44,7 +45,8 @@ export interface StampedeStats {
   fillTimeouts: number;
   /**
    * Fills given up before the fill function ran: every caller left, or `fillTimeout` passed, while
-   * the distributed lock protocol was still running (only with `distributedFillLock`).
+   * the distributed lock protocol was still running (only with `distributedFillLock`); or an early
+   * refresh that left the refresh to the replica holding the lock (see `earlyRefreshes`).
    */
   fillsCancelled: number;
   /** Misses that awaited a fill already in flight in this process instead of starting one. */
@@ -55,6 +57,16 @@ export interface StampedeStats {
   backgroundRefreshFailures: number;
   /** Stale reads that did not start a refresh because the process-wide cap was reached. */
   backgroundRefreshesSkipped: number;
+  /**
+   * `earlyRefresh` refreshes started (fresh hits that drew a refresh ahead of expiry). Not counted
+   * in `backgroundRefreshes`, which stale hits start; a failure counts in `backgroundRefreshFailures`.
+   * One that finds another replica holding the fill lock leaves the refresh to it: it ends in
+   * `lockWaitHits` when that replica's new value is there by its one look (at the holder's expected
+   * finish), else in `fillsCancelled`.
+   */
+  earlyRefreshes: number;
+  /** Fresh hits that drew an early refresh but did not start it because the process-wide cap was reached. */
+  earlyRefreshesSkipped: number;
   /** Distributed fill locks taken. */
   lockAcquired: number;
   /** Lock attempts that found another holder (counted once per wait). */
@@ -110,6 +122,8 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'backgroundRefreshes',
   'backgroundRefreshFailures',
   'backgroundRefreshesSkipped',
+  'earlyRefreshes',
+  'earlyRefreshesSkipped',
   'lockAcquired',
   'lockContended',
   'lockWaitHits',
@@ -138,6 +152,8 @@ function zero(): StampedeStats {
     backgroundRefreshes: 0,
     backgroundRefreshFailures: 0,
     backgroundRefreshesSkipped: 0,
+    earlyRefreshes: 0,
+    earlyRefreshesSkipped: 0,
     lockAcquired: 0,
     lockContended: 0,
     lockWaitHits: 0,

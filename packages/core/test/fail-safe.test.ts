@@ -76,11 +76,12 @@ describe('fail-safe: a failing fill answers with the previous value', () => {
     expect(events).toEqual([
       { type: 'fail-safe', cache: 'test', key: 'k', reason: 'error', staleMs: 5_000, background: false },
     ]);
-    // Re-armed: the same value and createdAt, fresh for throttle, kept until maxStale runs out.
+    // Re-armed: the same value, createdAt and fill time, fresh for throttle, kept until maxStale runs out.
     const rearmed = cache.backend.entries.get('k');
     expect(rearmed?.entry).toEqual({
       value: 'v1',
       createdAt: firstEntry?.createdAt,
+      delta: firstEntry?.delta,
       freshUntil: Date.now() + THROTTLE,
       staleUntil: Date.now() + THROTTLE,
     });

@@ -11,12 +11,16 @@ const HELP: Record<keyof StampedeStats, string> = {
   fillFailures: 'Fills that threw or rejected.',
   fillTimeouts: 'Fills that did not settle within fillTimeout.',
   fillsCancelled:
-    'Fills given up before the fill function ran (every caller left, or fillTimeout passed, during the lock wait).',
+    'Fills given up before the fill function ran (every caller left, or fillTimeout passed, during the lock wait; or an early refresh left to the lock holder).',
   coalescedWaits: 'Misses that awaited a fill already in flight in this process instead of starting one.',
   backgroundRefreshes: 'Stale-while-revalidate refreshes started.',
   backgroundRefreshFailures: 'Background refreshes that failed (the stale value was kept).',
   backgroundRefreshesSkipped:
     'Stale reads that did not start a refresh because the process-wide cap was reached.',
+  earlyRefreshes:
+    'Refreshes started ahead of expiry by earlyRefresh (fresh hits that drew one; not in background_refreshes).',
+  earlyRefreshesSkipped:
+    'Fresh hits that drew an early refresh but did not start it because the process-wide cap was reached.',
   lockAcquired: 'Distributed fill locks taken.',
   lockContended: 'Lock attempts that found another holder (counted once per wait).',
   lockWaitHits:

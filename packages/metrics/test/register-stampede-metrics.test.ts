@@ -1,5 +1,6 @@
 import {
   type Cache,
+  configure,
   createTieredCache,
   getOrCompute,
   getOrComputeWith,
@@ -102,6 +103,27 @@ describe('registerStampedeMetrics', () => {
     expect(sample(third, 'stampede_hits_total', { cache: 'scrapes' })).toBe(2);
     expect(sample(third, 'stampede_fills_total', { cache: 'scrapes' })).toBe(1);
     expect(third).not.toContain('SCRAPE-KEY');
+  });
+
+  it('counts early refreshes as stampede_early_refreshes_total', async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    const cache = createMemoryCache({ name: 'early' });
+    const options = { ttl: 60_000, earlyRefresh: true } as const;
+    // An entry whose fill took 100 s, 5 s from expiry: with random() at 0.5 the head start is 69 s.
+    const now = Date.now();
+    const fresh = { createdAt: now, freshUntil: now + 5_000, staleUntil: now + 5_000 };
+    cache.set('k', { value: 1, ...fresh, delta: 100_000 }, { ttl: 60_000 });
+    configure({ random: () => 0.5 });
+    try {
+      expect(await getOrComputeWith(cache, 'k', options, () => 2)).toBe(1);
+    } finally {
+      configure({ random: Math.random });
+    }
+    const text = await registry.metrics();
+    expect(sample(text, 'stampede_early_refreshes_total', { cache: 'early' })).toBe(1);
+    expect(sample(text, 'stampede_early_refreshes_skipped_total', { cache: 'early' })).toBe(0);
+    expect(sample(text, 'stampede_background_refreshes_total', { cache: 'early' })).toBe(0);
   });
 
   it('labels a failing fill outcome="error" and counts the failure', async () => {

@@ -5,7 +5,6 @@
 import {
   type CacheEntry,
   decodeEnvelope,
-  ENVELOPE_VERSION,
   encodeEnvelope,
   integerText,
   type SerializerOption,
@@ -107,12 +106,14 @@ export function pxArgument(ms: number): string {
 /** `entry` with every time moved by `offset` ms (`Infinity` stays `Infinity`). */
 function shifted(entry: CacheEntry, offset: number): CacheEntry {
   if (offset === 0) return entry;
-  return {
+  const moved = {
     value: entry.value,
     createdAt: entry.createdAt + offset,
     freshUntil: entry.freshUntil + offset,
     staleUntil: entry.staleUntil + offset,
   };
+  // A duration, not a time: the clocks' offset does not move it.
+  return entry.delta === undefined ? moved : { ...moved, delta: entry.delta };
 }
 
 /**
@@ -212,8 +213,9 @@ export function remoteWriteArgs(
  * none; for a removal, the tombstone's), ARGV[4] '1' for a direct write. Refuses (0) when the stored
  * entry is newer or (unless the write is direct) a tombstone is newer than the fill's start, so a
  * fill never replaces a newer value nor undoes an invalidation that happened after it started. A removal that is not refused leaves a tombstone at its createdAt.
- * Only a well-formed header of this envelope version counts as an entry: anything else stored there
- * (garbage, another version) reads as a miss, so it must never block the write that repairs it.
+ * Only a well-formed header of an envelope version this release reads (`s1|` without `delta`, `s2|`
+ * with it) counts as an entry: anything else stored there (garbage, another version) reads as a
+ * miss, so it must never block the write that repairs it.
  * Every time compared here is the Redis server's clock (tombstones from `TIME`, entries converted
  * by the writer's {@link ServerClock}), never two replicas' clocks against each other.
  */
@@ -225,7 +227,8 @@ if current then
   if deleted then
     if ARGV[4] ~= '1' and tonumber(deleted) > created then return 0 end
   else
-    local stored = string.match(current, '^s${ENVELOPE_VERSION}|(%-?%d+)|%d*|%d*|')
+    local stored = string.match(current, '^s1|(%-?%d+)|%d*|%d*|')
+      or string.match(current, '^s2|(%-?%d+)|%d*|%d*|%d+|')
     if stored and tonumber(stored) > created then return 0 end
   end
 end

@@ -50,7 +50,7 @@ describe('stored format', () => {
     await getOrComputeWith(cache, 'format', { ttl: 60_000, staleWhileRevalidate: 30_000 }, () => ({ n: 1 }));
     await written(cache);
     const key = redisKeys(prefix, 'format').value;
-    expect(await client.get(key)).toMatch(/^s1\|\d+\|\d+\|\d+\|\{"n":1\}$/);
+    expect(await client.get(key)).toMatch(/^s2\|\d+\|\d+\|\d+\|\d+\|\{"n":1\}$/);
     const pttl = await client.pttl(key);
     expect(pttl).toBeGreaterThan(85_000);
     expect(pttl).toBeLessThanOrEqual(90_000);

@@ -180,7 +180,7 @@ describe('any accepted ttl is stored', () => {
     ).toBe('v');
     await written(cache);
     expect(await getValue(cache, 'swr')).toBe('v');
-    expect(await raw(cache, 'swr')).toMatch(/^s1\|\d+\|\|\|"v"$/);
+    expect(await raw(cache, 'swr')).toMatch(/^s2\|\d+\|\|\|\d+\|"v"$/);
     expect(await client.pttl(redisKeys(cache.prefix, 'swr').value)).toBe(-1);
     expect(events).toEqual([]);
   });

@@ -27,6 +27,13 @@ export interface CacheCapabilities {
    * @default false
    */
   bus?: boolean;
+  /**
+   * The cache keeps an entry's `delta` (how long the fill that produced it ran), which
+   * `earlyRefresh` and lock waiters time by. Declare `false` for a cache that cannot store it: the
+   * core then only loses those optimisations for its entries.
+   * @default true
+   */
+  delta?: boolean;
 }
 
 /** How to run the conformance suite against one adapter. */

@@ -30,7 +30,7 @@ export interface ScheduleApi<C> {
   getValue(cache: C, key: string): Promise<unknown>;
   statsByCache(): Record<string, object>;
   inFlightCount(cache: C): number;
-  configure(config: { maxBackgroundRefreshes?: number }): void;
+  configure(config: { maxBackgroundRefreshes?: number; random?: () => number }): void;
   isCacheFillError(error: unknown): boolean;
 }
 
@@ -113,6 +113,8 @@ export type Step =
       readonly fill: 'ok' | 'fail' | 'hang';
       readonly fillMs: number;
       readonly swr: boolean;
+      /** `earlyRefresh: { beta: 4 }` on this call. */
+      readonly early: boolean;
       readonly lock: boolean;
       readonly fillTimeout: number | undefined;
       readonly abortAfter: number | undefined;
@@ -143,6 +145,7 @@ function stepArbitrary(durations: ScheduleDurations, replicas: number, lock: boo
           fill: fc.constantFrom('ok' as const, 'ok' as const, 'fail' as const, 'hang' as const),
           fillMs: fc.integer({ min: 0, max: durations.fillMs }),
           swr: fc.constantFrom(true, true, false),
+          early: fc.constantFrom(false, false, true),
           lock: lock ? fc.constantFrom(true, true, false) : fc.constant(false),
           fillTimeout: fc.option(fc.integer({ min: 1, max: durations.fillTimeout }), { nil: undefined }),
           abortAfter: fc.option(fc.integer({ min: 1, max: durations.abortAfter }), { nil: undefined }),
@@ -158,6 +161,7 @@ function stepArbitrary(durations: ScheduleDurations, replicas: number, lock: boo
               ...step,
               fill,
               swr: false,
+              early: false,
               lock: false,
               fillTimeout: undefined,
               abortAfter: undefined,
@@ -198,6 +202,8 @@ export interface Schedule {
   readonly replicas: number;
   readonly cap: number;
   readonly variant: number;
+  /** Seeds the random source `earlyRefresh` draws from, so a schedule replays exactly. */
+  readonly seed: number;
 }
 
 /** The arbitrary of schedules for `target`. */
@@ -212,8 +218,21 @@ export function scheduleArbitrary<C>(target: ScheduleTarget<C>, maxSteps = 50): 
       replicas: fc.constant(replicas),
       cap: fc.integer({ min: 0, max: 3 }),
       variant: fc.integer({ min: 0, max: 7 }),
+      seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
     }),
   );
+}
+
+/** mulberry32: a small seeded generator of uniform numbers in [0, 1). */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
 }
 
 /** Fails the schedule with `message` (fast-check shrinks and reports it). */
@@ -279,10 +298,10 @@ export async function runSchedule<C>(target: ScheduleTarget<C>, schedule: Schedu
   await target.before?.();
   const replicas = await target.replicas(schedule.replicas, schedule.variant);
   try {
-    api.configure({ maxBackgroundRefreshes: schedule.cap });
+    api.configure({ maxBackgroundRefreshes: schedule.cap, random: seeded(schedule.seed) });
     await runSteps(target, schedule, replicas);
   } finally {
-    api.configure({ maxBackgroundRefreshes: 64 });
+    api.configure({ maxBackgroundRefreshes: 64, random: Math.random });
     await replicas.close?.();
     await target.after?.();
   }
@@ -419,6 +438,7 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             ...options,
             ttl: durations.ttl,
             staleWhileRevalidate: step.swr ? durations.grace : undefined,
+            earlyRefresh: step.early ? { beta: 4 } : undefined,
             distributedFillLock: step.lock,
             fillTimeout: step.fillTimeout,
             signal: controller?.signal,
@@ -533,6 +553,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     'backgroundRefreshes',
     'backgroundRefreshFailures',
     'backgroundRefreshesSkipped',
+    'earlyRefreshes',
+    'earlyRefreshesSkipped',
     'lockContended',
     'lockWaitTimeouts',
     'lockWaitErrors',
@@ -549,16 +571,21 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     `hits + staleHits + misses + abortedReads !== ${calls} calls: ${shown}`,
   );
   check(
-    c.misses - c.coalescedWaits + c.backgroundRefreshes === c.fills + c.lockWaitHits + c.fillsCancelled,
-    `misses - coalescedWaits + backgroundRefreshes !== fills + lockWaitHits + fillsCancelled: ${shown}`,
+    c.misses - c.coalescedWaits + c.backgroundRefreshes + c.earlyRefreshes ===
+      c.fills + c.lockWaitHits + c.fillsCancelled,
+    `misses - coalescedWaits + backgroundRefreshes + earlyRefreshes !== fills + lockWaitHits + fillsCancelled: ${shown}`,
   );
   check(
     c.fillFailures + c.fillTimeouts <= c.fills + c.fillsCancelled,
     `fillFailures + fillTimeouts > fills + fillsCancelled: ${shown}`,
   );
   check(
-    c.backgroundRefreshFailures <= c.backgroundRefreshes,
-    `backgroundRefreshFailures > backgroundRefreshes: ${shown}`,
+    c.backgroundRefreshFailures <= c.backgroundRefreshes + c.earlyRefreshes,
+    `backgroundRefreshFailures > backgroundRefreshes + earlyRefreshes: ${shown}`,
+  );
+  check(
+    c.earlyRefreshes + c.earlyRefreshesSkipped <= c.hits,
+    `earlyRefreshes + earlyRefreshesSkipped > hits: ${shown}`,
   );
   check(
     c.backgroundRefreshes + c.backgroundRefreshesSkipped <= c.staleHits,

@@ -51,6 +51,16 @@ describe.each([{ automaticDeserialization: true }, { automaticDeserialization: f
       }
     });
 
+    it("is an s2| string for an entry with its fill's duration, which reads back exactly", async () => {
+      const client = h.client(mode);
+      const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
+      const written = { ...entry('{"a":1}', Date.now()), delta: 42 };
+      await cache.set('timed', written, { ttl: 60_000 });
+      const raw = await client.get<unknown>(upstashKeys(cache.prefix, 'timed').value);
+      expect(String(raw)).toMatch(/^s2\|\d+\|\d+\|\d+\|42\|/);
+      expect(await cache.get('timed')).toMatchObject({ value: '{"a":1}', delta: 42 });
+    });
+
     it('reads a foreign value under its key as a miss and a counted decode error', async () => {
       const client = h.client(mode);
       const cache = createUpstashCache({ client, prefix: h.nextPrefix() });

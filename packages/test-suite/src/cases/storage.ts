@@ -60,6 +60,19 @@ export function storageCases(ctx: SuiteContext): void {
     expect((await cache.get('round-trip'))?.value).toEqual(expected);
   });
 
+  it.skipIf(capabilities.delta === false)(
+    "keeps an entry's delta (its fill's duration), and none where there was none",
+    async () => {
+      const cache = ctx.cache();
+      const timed = { ...entry('timed', Date.now(), 60_000), delta: 137 };
+      await cache.set('delta', timed, { ttl: 60_000 });
+      expect(await cache.get('delta')).toEqual(timed);
+      const untimed = entry('untimed', Date.now(), 60_000);
+      await cache.set('no-delta', untimed, { ttl: 60_000 });
+      expect((await cache.get('no-delta'))?.delta).toBeUndefined();
+    },
+  );
+
   it('round-trips an entry that never expires', async () => {
     const cache = ctx.cache();
     const written = entry({ forever: true }, Date.now(), undefined);
