@@ -19,7 +19,7 @@ export const SOFT_TIMEOUT = /** @type {const} */ ('250ms');
 /** The steady load's TTL: short, so a 10 s run crosses several expiries. */
 export const STEADY_TTL = /** @type {const} */ ('2s');
 /** How the steady load's key is cached: TTL only, with stale-while-revalidate, or with early refresh. */
-export const STEADY_VARIANTS = /** @type {const} */ (['plain', 'swr']);
+export const STEADY_VARIANTS = /** @type {const} */ (['plain', 'swr', 'early']);
 /** @typedef {typeof STEADY_VARIANTS[number]} SteadyVariant */
 
 /** @param {SteadyVariant} variant */
@@ -68,6 +68,10 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
     return {
       ttl: STEADY_TTL,
       staleWhileRevalidate: steady === 'swr' ? STEADY_TTL : undefined,
+      // XFetch: a fresh hit refreshes in the background with a probability that grows as expiry
+      // nears, scaled by how long the last fill took, so a key read this often is refreshed before
+      // it expires and no reader waits.
+      earlyRefresh: steady === 'early' ? true : undefined,
       distributedFillLock: lock,
       ...safety,
     };

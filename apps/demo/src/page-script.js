@@ -288,7 +288,7 @@
     $('steady-results').innerHTML = runs
       .map(([variant, r]) => {
         const refreshes = (r.cache.backgroundRefreshes ?? 0) + (r.cache.earlyRefreshes ?? 0);
-        return `<tr data-testid="steady-row-${variant}"><td>${STEADY_LABEL[variant]}</td><td>${fmt(r.n)}</td><td data-testid="steady-${variant}-slow">${fmt(r.slow)}</td><td>${fmt(r.p50)}</td><td>${fmt(r.p99)}</td><td data-testid="steady-${variant}-max">${fmt(r.max)}</td><td data-testid="steady-${variant}-fills">${fmt(r.cache.fills)}</td><td>${fmt(refreshes)}</td><td data-testid="steady-${variant}-errors">${fmt(r.errors)}</td></tr>`;
+        return `<tr data-testid="steady-row-${variant}"><td>${STEADY_LABEL[variant]}</td><td>${fmt(r.n)}</td><td data-testid="steady-${variant}-slow">${fmt(r.slow)}</td><td>${fmt(r.p50)}</td><td>${fmt(r.p99)}</td><td data-testid="steady-${variant}-max">${fmt(r.max)}</td><td data-testid="steady-${variant}-fills">${fmt(r.cache.fills)}</td><td data-testid="steady-${variant}-refreshes">${fmt(refreshes)}</td><td data-testid="steady-${variant}-errors">${fmt(r.errors)}</td></tr>`;
       })
       .join('');
   }

@@ -113,7 +113,8 @@ export function renderPage(view) {
   <input id="steady-seconds" data-testid="steady-seconds" type="number" min="1" max="${view.steady.maxSeconds}" value="10" aria-label="seconds"> s at a key with a
   ${escapeHtml(view.steady.ttl)} TTL${view.replicas > 1 ? ', spread across the replicas' : ''}, and plots every request's latency. With a TTL
   only, each expiry makes the readers that arrive during the refill wait for it; stale-while-revalidate serves
-  the old count and refreshes in the background.</p>
+  the old count and refreshes in the background; early refresh (<code>earlyRefresh: true</code>, XFetch) refreshes
+  in the background before the expiry, so the count never expires in front of its readers.</p>
   <div class="buttons steady-buttons">
     ${view.steady.variants.map((v) => `<button type="button" data-variant="${v}" data-testid="steady-${v}" class="variant-${v}">${STEADY_LABELS[v] ?? v}</button>`).join('\n    ')}
   </div>

@@ -156,16 +156,18 @@ it('updates the data, survives a database outage with fail-safe, and plots a ste
   // Steady load: 3 s at 100 requests/s per variant, every request plotted.
   await page.getByTestId('steady-rate').fill('100');
   await page.getByTestId('steady-seconds').fill('3');
-  for (const variant of ['plain', 'swr']) {
+  for (const variant of ['plain', 'swr', 'early']) {
     await page.getByTestId(`steady-${variant}`).click();
     await page.getByTestId(`steady-row-${variant}`).waitFor({ timeout: 20_000 });
     const d = await page.getByTestId(`steady-dots-${variant}`).getAttribute('d');
     expect(d?.match(/M/g)?.length).toBe(300);
     expect(await number(page, `steady-${variant}-errors`)).toBe(0);
   }
-  // With a TTL only, the expiry near 2 s makes readers wait for the 100 ms query; SWR does not.
+  // With a TTL only, the expiry near 2 s makes readers wait for the 100 ms query; early refresh
+  // refreshed ahead of it.
   expect(await number(page, 'steady-plain-slow')).toBeGreaterThan(0);
   expect(await number(page, 'steady-plain-max')).toBeGreaterThanOrEqual(50);
+  expect(await number(page, 'steady-early-refreshes')).toBeGreaterThanOrEqual(1);
 
   await page.waitForTimeout(1_200);
   await page.screenshot({ path: SCREENSHOT_FULL, fullPage: true });

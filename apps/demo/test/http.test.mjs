@@ -105,6 +105,7 @@ describe('the demo over HTTP', () => {
       'update',
       'steady-plain',
       'steady-swr',
+      'steady-early',
       'steady-chart',
     ]) {
       expect(html).toContain(`data-testid="${id}"`);

@@ -1,6 +1,6 @@
 // The steady load over HTTP (memory cache, SQLite): a constant rate through several 2 s expiries,
 // every request's latency returned; with a TTL only readers wait at each expiry, with
-// stale-while-revalidate none does.
+// stale-while-revalidate or early refresh none does.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { json, startDemo } from './app-process.mjs';
 
@@ -40,6 +40,18 @@ it('stale-while-revalidate: the same load, refreshed in the background, nobody w
   expect(result.cache.misses).toBe(0);
   expect(result.cache.backgroundRefreshes).toBeGreaterThanOrEqual(2);
   expect(result.cache.staleHits).toBeGreaterThan(0);
+});
+
+it('early refresh: the count is refreshed before it expires, every read a fresh hit', async () => {
+  // 200/s, so reads come every 5 ms: a refresh started less than 75 ms ahead of an expiry (the only
+  // way a reader could wait) has a probability of about 6e-5 per expiry with XFetch's beta 1.
+  const result = await post('/api/steady?variant=early&rate=200&seconds=5');
+  expect(result).toMatchObject({ variant: 'early', n: 1000, errors: 0 });
+  expect(result.cache.earlyRefreshes).toBeGreaterThanOrEqual(2);
+  expect(result.cache.backgroundRefreshes).toBe(0);
+  expect(result.cache.staleHits).toBe(0);
+  expect(result.cache.misses).toBeLessThan(5);
+  expect(result.cache.hits).toBeGreaterThan(995);
 });
 
 it('refuses bad parameters and a second load while one runs', async () => {
