@@ -1,6 +1,6 @@
 // The HTTP routes of one replica.
 import { Hono } from 'hono';
-import { FAIL_SAFE, SOFT_TIMEOUT, STEADY_TTL, STEADY_VARIANTS } from './bookmarks.mjs';
+import { FAIL_SAFE, SOFT_TIMEOUT, STEADY_TTL, STEADY_VARIANTS, UPDATE_INVALIDATION } from './bookmarks.mjs';
 import { HERD_MAX } from './config.mjs';
 import { OUTAGES } from './db.mjs';
 import { fleetTotal } from './fleet.mjs';
@@ -83,6 +83,7 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
           maxSeconds: STEADY_MAX_SECONDS,
         },
         outage: db.stats().outage,
+        invalidation: UPDATE_INVALIDATION,
         latencyMs: config.dbLatencyMs,
         pool: config.dbPool,
         rows: local().db.rows,

@@ -16,6 +16,9 @@ export const UNPROTECTED_KEY = 'bookmark_count:unprotected';
 export const FAIL_SAFE = /** @type {const} */ ({ maxStale: '10m', throttle: '5s' });
 export const SOFT_TIMEOUT = /** @type {const} */ ('250ms');
 
+/** What the update runs after its write (shown on the page). */
+export const UPDATE_INVALIDATION = `invalidate(cache, '${KEY}')`;
+
 /** The steady load's TTL: short, so a 10 s run crosses several expiries. */
 export const STEADY_TTL = /** @type {const} */ ('2s');
 /** How the steady load's key is cached: TTL only, with stale-while-revalidate, or with early refresh. */

@@ -25,6 +25,7 @@ function escapeHtml(text) {
  * @param {{ maxStale: string, throttle: string, softTimeout: string }} view.failSafe
  * @param {{ ttl: string, variants: string[], maxRate: number, maxSeconds: number }} view.steady
  * @param {string} view.outage
+ * @param {string} view.invalidation - the call the update makes, as code
  */
 export function renderPage(view) {
   const settings = JSON.stringify(view).replace(/</g, '\\u003c');
@@ -100,8 +101,8 @@ export function renderPage(view) {
 </section>
 <section class="update panel">
   <h2>Update the data</h2>
-  <p class="explain">Adds a bookmark row (a write to SQLite), then <code>invalidate</code>s the count on this replica
-  only${view.replicas > 1 ? (view.redis ? '; Redis carries it to the others' : '; each replica has its own memory cache, so the others are told over HTTP') : ''}. Then asks
+  <p class="explain">Adds a bookmark row (a write to SQLite), then runs <code>${escapeHtml(view.invalidation)}</code> on this
+  replica only${view.replicas > 1 ? (view.redis ? '; Redis carries it to the others' : '; each replica has its own memory cache, so the others are told over HTTP') : ''}. Then asks
   every replica for the count until it serves the new one.</p>
   <div class="buttons"><button type="button" id="update" data-testid="update" class="green">update: add a bookmark</button></div>
   <p id="update-status" data-testid="update-status" class="status" role="status">No update yet.</p>
