@@ -66,6 +66,19 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     }
   };
 
+  /**
+   * Expires a key for a load during an outage. A shared cache (Redis) is written once, here: every
+   * replica then reads the same expired value (replicas writing it each at once could leave one
+   * with an entry older than its own write, which fail-safe would refuse). Memory caches are each
+   * replica's own, so each expires its own.
+   * @param {string} query - extra query string for the peers (`&steady=...`)
+   * @param {() => Promise<void>} local
+   */
+  const expireEverywhere = (query, local) =>
+    config.cache === 'redis'
+      ? local()
+      : fleet.everywhere(`/api/invalidate?scope=local&expire=1${query}`, local);
+
   app.get('/', (c) =>
     c.html(
       renderPage({
@@ -141,9 +154,11 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
       // During an outage the herd expires the count rather than deleting it, so that fail-safe has
       // the last good value to answer with (it never brings back an invalidated one).
       const how = db.stats().outage === 'off' ? 'invalidate' : 'expire';
-      const path = `/api/invalidate?scope=local${how === 'expire' ? '&expire=1' : ''}`;
-      const local = how === 'expire' ? () => counter.expireAll() : () => counter.invalidateAll();
-      lastHerd = await runHerd(fleet, { how, run: () => fleet.everywhere(path, local) }, { n, ...m });
+      const run =
+        how === 'expire'
+          ? () => expireEverywhere('', () => counter.expireAll())
+          : () => fleet.invalidateEverywhere(() => counter.invalidateAll());
+      lastHerd = await runHerd(fleet, { how, run }, { n, ...m });
       return lastHerd;
     });
   });
@@ -175,11 +190,12 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     return exclusive(c, () => {
       // As for a herd: during an outage the key is expired, not deleted, to leave fail-safe its value.
       const expire = db.stats().outage !== 'off';
-      const reset = () =>
-        fleet.everywhere(
-          `/api/invalidate?scope=local&steady=${variant}${expire ? '&expire=1' : ''}`,
-          expire ? () => counter.expireSteady(steady) : () => counter.invalidateSteady(steady),
-        );
+      const reset = expire
+        ? () => expireEverywhere(`&steady=${variant}`, () => counter.expireSteady(steady))
+        : () =>
+            fleet.everywhere(`/api/invalidate?scope=local&steady=${variant}`, () =>
+              counter.invalidateSteady(steady),
+            );
       return runSteady(fleet, reset, { variant, rate, seconds, lock: m.lock, failSafe: m.failSafe });
     });
   });

@@ -80,15 +80,25 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
     };
   };
 
+  /** The last count the protected path answered, per key. @type {Map<string, number>} */
+  const lastByKey = new Map();
+
   /**
-   * Rewrites `key`'s fresh value as expired now, kept long enough to be fail-safe's fallback (an
-   * already expired or missing value is left as it is).
+   * The count's TTL lapses now (the page does not make you wait 30 s for it): its value is written
+   * back expired, and kept for fail-safe's `maxStale`. A value already expired but still held is
+   * left as it is. When the cache no longer holds the key at all (it was written without fail-safe,
+   * so only kept for its TTL), the count this replica last served for it stands in for it, as if
+   * fail-safe had been on when it was written.
    * @param {string} key
    */
   const expire = async (key) => {
-    const current = await getValue(cache, key);
-    if (current === undefined) return;
-    await setValue(cache, key, current, { ttl: 1, staleWhileRevalidate: FAIL_SAFE.maxStale });
+    let value = await getValue(cache, key);
+    if (value === undefined) {
+      if ((await getValue(cache, key, { allowStale: true })) !== undefined) return;
+      value = lastByKey.get(key);
+      if (value === undefined) return;
+    }
+    await setValue(cache, key, value, { ttl: 1, staleWhileRevalidate: FAIL_SAFE.maxStale });
   };
 
   return {
@@ -97,6 +107,7 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
       else requests.steady++;
       const key = options.steady === undefined ? KEY : steadyKey(options.steady);
       const count = await getOrComputeWith(cache, key, optionsFor(options), fill);
+      lastByKey.set(key, count);
       if (options.steady === undefined) lastServed = count;
       return count;
     },

@@ -91,7 +91,8 @@ export function renderPage(view) {
   until the outage ends or 5 s pass (<i>stalls</i>). Fire a herd: without fail-safe the requests get errors; with
   it they get the last good count, served stale, and the database is tried again at most once per
   ${escapeHtml(view.failSafe.throttle)} per replica (once fleet-wide with the fill lock). A stalled query answers
-  with the last good count after the ${escapeHtml(view.failSafe.softTimeout)} soft timeout.</p>
+  with the last good count after the ${escapeHtml(view.failSafe.softTimeout)} soft timeout. During an outage, herds
+  and steady loads expire the count (its TTL lapses now) instead of deleting it.</p>
   <div class="buttons outage-buttons" role="radiogroup" aria-label="database outage">
     <button type="button" class="switch" data-outage="off" data-testid="outage-off">database up</button>
     <button type="button" class="switch" data-outage="error" data-testid="outage-error">outage: errors</button>

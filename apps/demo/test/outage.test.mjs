@@ -91,4 +91,13 @@ describe('database outage', () => {
     expect(without.errors).toBeGreaterThan(0);
     expect(without.queries).toBeGreaterThan(1);
   });
+
+  it('fail-safe switched on during the outage still has the count to answer with, though the cache let it go', async () => {
+    // Written without fail-safe, the steady key is kept only for its 2 s TTL.
+    await post('/api/steady?variant=swr&rate=20&seconds=1');
+    await new Promise((resolve) => setTimeout(resolve, 4_500)); // the scenario: past the 2 s TTL + 2 s grace
+    await post('/api/outage?mode=error');
+    const result = await post('/api/steady?variant=swr&rate=20&seconds=1&failsafe=1');
+    expect(result).toMatchObject({ n: 20, errors: 0 });
+  });
 });
