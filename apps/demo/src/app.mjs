@@ -222,16 +222,28 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     }
     const invalidatedMs = round(performance.now() - started);
     const replicas = await Promise.all(
-      fleet.urls().map(async (url) => {
+      fleet.urls().map(async (url, index) => {
         const asked = performance.now();
-        /** @type {number | undefined} */
-        let served;
+        /** @type {{ count?: number, replica?: number, error?: string }} */
+        let body = {};
         for (;;) {
-          const response = await fetch(`${url}/api/bookmarks/count`);
-          const body = /** @type {{ count?: number, replica?: number }} */ (await response.json());
-          served = body.count;
-          if (served === count || performance.now() - asked > PROPAGATION_LIMIT_MS) {
-            return { replica: body.replica, url, count: served, ms: round(performance.now() - asked) };
+          try {
+            const response = await fetch(`${url}/api/bookmarks/count`, {
+              signal: AbortSignal.timeout(PROPAGATION_LIMIT_MS),
+            });
+            body = await response.json();
+          } catch (error) {
+            body = { error: error instanceof Error ? error.message : String(error) };
+          }
+          if (body.count === count || performance.now() - asked > PROPAGATION_LIMIT_MS) {
+            const replica = body.replica ?? (fleet.urls().length > 1 ? index + 1 : config.replicaId);
+            return {
+              replica,
+              url,
+              count: body.count,
+              error: body.error,
+              ms: round(performance.now() - asked),
+            };
           }
           await new Promise((resolve) => setTimeout(resolve, 5));
         }

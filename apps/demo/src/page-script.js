@@ -211,7 +211,7 @@
       const each = result.replicas
         .map(
           (r) =>
-            `${r.replica ? `replica ${r.replica}` : 'this process'} ${r.count === result.count ? `after ${fmt(r.ms)} ms` : `still ${fmt(r.count)}`}`,
+            `${r.replica ? `replica ${r.replica}` : 'this process'} ${r.count === result.count ? `after ${fmt(r.ms)} ms` : r.error ? `failed (${r.error})` : `still ${fmt(r.count)}`}`,
         )
         .join(', ');
       status.textContent = `Count is now ${fmt(result.count)}. ${result.allServeNewCount ? 'Served by every replica' : 'NOT served everywhere'}: ${each}.`;
