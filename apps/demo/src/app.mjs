@@ -121,24 +121,19 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
   });
 
   app.post('/api/invalidate', async (c) => {
-    const run = c.req.query('expire') === '1' ? () => counter.expireAll() : () => counter.invalidateAll();
+    const expire = c.req.query('expire') === '1';
     const steady = /** @type {import('./bookmarks.mjs').SteadyVariant | undefined} */ (c.req.query('steady'));
-    /** @type {() => Promise<void>} */
-    let action = run;
-    if (steady !== undefined) {
-      if (!STEADY_VARIANTS.includes(steady))
-        return c.json({ error: `unknown steady variant '${steady}'` }, 400);
-      action =
-        c.req.query('expire') === '1'
-          ? () => counter.expireSteady(steady)
-          : () => counter.invalidateSteady(steady);
+    if (steady !== undefined && !STEADY_VARIANTS.includes(steady)) {
+      return c.json({ error: `steady must be one of ${STEADY_VARIANTS.join(', ')}; got '${steady}'` }, 400);
     }
+    /** @type {() => Promise<void>} */
+    let action;
+    if (steady === undefined) action = expire ? () => counter.expireAll() : () => counter.invalidateAll();
+    else action = expire ? () => counter.expireSteady(steady) : () => counter.invalidateSteady(steady);
+    const which = steady === undefined ? '' : `&steady=${steady}`;
     if (c.req.query('scope') === 'local') await action();
-    else
-      await fleet.everywhere(
-        `/api/invalidate?${new URLSearchParams({ ...c.req.query(), scope: 'local' })}`,
-        action,
-      );
+    else if (expire) await expireEverywhere(which, action);
+    else await fleet.everywhere(`/api/invalidate?scope=local${which}`, action);
     return c.json({ invalidated: true, replicas: fleet.urls().length });
   });
 
@@ -221,34 +216,7 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
       await fleet.everywhere('/api/invalidate?scope=local', () => undefined);
     }
     const invalidatedMs = round(performance.now() - started);
-    const replicas = await Promise.all(
-      fleet.urls().map(async (url, index) => {
-        const asked = performance.now();
-        /** @type {{ count?: number, replica?: number, error?: string }} */
-        let body = {};
-        for (;;) {
-          try {
-            const response = await fetch(`${url}/api/bookmarks/count`, {
-              signal: AbortSignal.timeout(PROPAGATION_LIMIT_MS),
-            });
-            body = await response.json();
-          } catch (error) {
-            body = { error: error instanceof Error ? error.message : String(error) };
-          }
-          if (body.count === count || performance.now() - asked > PROPAGATION_LIMIT_MS) {
-            const replica = body.replica ?? (fleet.urls().length > 1 ? index + 1 : config.replicaId);
-            return {
-              replica,
-              url,
-              count: body.count,
-              error: body.error,
-              ms: round(performance.now() - asked),
-            };
-          }
-          await new Promise((resolve) => setTimeout(resolve, 5));
-        }
-      }),
-    );
+    const replicas = await fleet.untilServed(count, PROPAGATION_LIMIT_MS);
     return c.json({
       count,
       invalidatedMs,

@@ -66,7 +66,41 @@ export function createFleet({ selfUrl, peers, local }) {
   const invalidateEverywhere = (/** @type {() => Promise<void>} */ invalidateLocal) =>
     everywhere('/api/invalidate?scope=local', invalidateLocal);
 
-  return { urls, replicas, everywhere, invalidateEverywhere };
+  /**
+   * Asks every replica for the bookmark count until it answers `count` or `limitMs` passes.
+   * @param {number} count
+   * @param {number} limitMs
+   * @returns {Promise<{ replica: number, url: string, count: number | undefined, error?: string, ms: number }[]>}
+   *   per replica, its last answer and how long it took to serve `count`
+   */
+  function untilServed(count, limitMs) {
+    const all = urls();
+    return Promise.all(
+      all.map(async (url, index) => {
+        const asked = performance.now();
+        for (;;) {
+          /** @type {{ count?: number, replica?: number, error?: string }} */
+          let body;
+          try {
+            const response = await fetch(`${url}/api/bookmarks/count`, {
+              signal: AbortSignal.timeout(limitMs),
+            });
+            body = await response.json();
+          } catch (error) {
+            body = { error: error instanceof Error ? error.message : String(error) };
+          }
+          const ms = Math.round((performance.now() - asked) * 100) / 100;
+          if (body.count === count || ms > limitMs) {
+            const replica = body.replica ?? (all.length > 1 ? index + 1 : local().replica);
+            return { replica, url, count: body.count, error: body.error, ms };
+          }
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      }),
+    );
+  }
+
+  return { urls, replicas, everywhere, invalidateEverywhere, untilServed };
 }
 
 /**
