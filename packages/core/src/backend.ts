@@ -76,14 +76,19 @@ export async function readEntryAsync(state: CacheState, key: string): Promise<Ca
 export function entryFor(
   value: unknown,
   createdAt: number,
-  options: Pick<ResolvedOptions, 'ttl' | 'grace'>,
+  options: Pick<ResolvedOptions, 'ttl' | 'grace'> & { readonly tags?: readonly string[] | undefined },
 ): CacheEntry {
-  const { ttl, grace } = options;
-  if (ttl === undefined) {
-    return { value, createdAt, freshUntil: Number.POSITIVE_INFINITY, staleUntil: Number.POSITIVE_INFINITY };
+  const { ttl, grace, tags } = options;
+  let freshUntil = Number.POSITIVE_INFINITY;
+  let staleUntil = Number.POSITIVE_INFINITY;
+  if (ttl !== undefined) {
+    freshUntil = never(Date.now() + ttl);
+    staleUntil = never(freshUntil + grace);
   }
-  const freshUntil = never(Date.now() + ttl);
-  return { value, createdAt, freshUntil, staleUntil: never(freshUntil + grace) };
+  // An untagged entry has no `tags` property at all: the shape every adapter knew before tags.
+  return tags === undefined
+    ? { value, createdAt, freshUntil, staleUntil }
+    : { value, createdAt, freshUntil, staleUntil, tags };
 }
 
 // Past 2^53 ms (some 285,000 years) a time is neither exact nor writable as an integer (a remote

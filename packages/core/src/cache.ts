@@ -15,6 +15,12 @@ export interface CacheEntry<T = unknown> {
   readonly freshUntil: number;
   /** May be served stale (with stale-while-revalidate) while `now < staleUntil`; `>= freshUntil`. */
   readonly staleUntil: number;
+  /**
+   * The tags the value was written with (`tags` of `getOrComputeWith`/`setValue`), or `undefined`
+   * for none. A cache with {@link Cache.invalidateTags} reads an entry as a miss once one of its tags
+   * was invalidated after `createdAt`.
+   */
+  readonly tags?: readonly string[] | undefined;
 }
 
 /** Options for {@link Cache.set}. */
@@ -111,4 +117,14 @@ export interface Cache {
    * omits it, and callers get the fill's value itself.
    */
   roundTrip?(value: unknown): unknown;
+  /**
+   * Records that every entry carrying one of `tags` and created before now is gone: from the moment
+   * it resolves, `get` answers `undefined` for such an entry (on every instance sharing the
+   * backend), whatever its freshness. The tie (an entry created in the very millisecond of the
+   * invalidation) goes to the entry, as it does for a `delete`, so a `setValue` right after an
+   * invalidation is kept. It must cost the same however many entries carry the tag: record the
+   * tag's invalidation time (a remote cache on its server's clock) and compare it with an entry's
+   * `createdAt` on read. Optional: without it `invalidateTag` rejects with a TypeError.
+   */
+  invalidateTags?(tags: readonly string[]): MaybePromise<void>;
 }

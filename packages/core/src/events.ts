@@ -43,7 +43,8 @@ export type BackendOperation =
   | 'decode'
   | 'encode'
   | 'subscribe'
-  | 'publish';
+  | 'publish'
+  | 'tags';
 
 /** A backend call failed or timed out; the request went on without it. */
 export interface BackendErrorEvent {
@@ -68,13 +69,35 @@ export interface WarningEvent {
   readonly message: string;
 }
 
+/**
+ * A value failed `checkValue`: a cached one (`source: 'cache'`, read as a miss and filled again) or
+ * a fill's result (`source: 'fill'`, not cached; its callers get a `CacheFillError`).
+ */
+export interface CheckValueEvent {
+  readonly type: 'check-value';
+  readonly cache: string;
+  readonly key: string;
+  readonly source: 'cache' | 'fill';
+  /** What the validator reported (a Standard Schema's issues, or the function's message). */
+  readonly issues: ReadonlyArray<{ readonly message: string }>;
+}
+
+/** `invalidateTag`/`invalidateTags` invalidated these tags. */
+export interface TagInvalidationEvent {
+  readonly type: 'tag-invalidation';
+  readonly cache: string;
+  readonly tags: readonly string[];
+}
+
 /** Every event stampede emits. */
 export type StampedeEvent =
   | FillEvent
   | LockWaitEvent
   | BackendErrorEvent
   | RefreshSkippedEvent
-  | WarningEvent;
+  | WarningEvent
+  | CheckValueEvent
+  | TagInvalidationEvent;
 
 /** Receives {@link StampedeEvent}s. A listener that throws is ignored (it never fails a request). */
 export type StampedeListener = (event: StampedeEvent) => void;

@@ -1,6 +1,15 @@
-import { entryFor, keepLockAlive, physicalTtl, readEntryAsync, releaseLock, writeEntry } from './backend.js';
+import {
+  entryFor,
+  isThenable,
+  keepLockAlive,
+  physicalTtl,
+  readEntryAsync,
+  releaseLock,
+  writeEntry,
+} from './backend.js';
 import { releaseRefreshSlot } from './background.js';
 import type { FillLock, FillOutcome } from './cache.js';
+import { type CheckResult, checkCached, checkEvent, fillCheckFailure } from './check-value.js';
 import { emit, hasListeners } from './events.js';
 import { callFill, fillSettled } from './fill-context.js';
 import { Flight } from './flight.js';
@@ -42,6 +51,7 @@ function startFlight(state: CacheState, key: string, options: ResolvedOptions, b
     },
     // A refresh holds one of the process's background-refresh slots until it settles.
     onSettle: background ? releaseRefreshSlot : undefined,
+    tags: options.tags,
   });
 }
 
@@ -102,6 +112,7 @@ function deliverFilled(
   flight: Flight,
   value: unknown,
   options: ResolvedOptions,
+  checked?: { readonly value: unknown },
 ): Promise<void> | undefined {
   if (flight.result !== undefined) return undefined;
   const pending =
@@ -119,7 +130,7 @@ function deliverFilled(
     }
     return pending.then(finish);
   }
-  const answer = asCached(state, value);
+  const answer = checked === undefined ? asCached(state, value) : checked.value;
   if (pending === undefined) {
     flight.detach();
     flight.settle({ ok: true, value: answer });
@@ -171,10 +182,15 @@ export async function execute(
   const next = usesFleetLock(state, options) ? await lockPhase(state, flight, options) : FILL_WITHOUT_LOCK;
   if (next.kind === 'stop') return;
   if (next.kind === 'found') {
-    state.counters.lockWaitHits++;
-    deliverFound(flight, next.value);
-    if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
-    return;
+    const found =
+      options.check === undefined ? next : await checkCached(state, flight.key, next.value, options.check);
+    if (found !== undefined) {
+      state.counters.lockWaitHits++;
+      deliverFound(flight, found.value);
+      if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
+      return;
+    }
+    // Another replica's value failed the check (written by other code): fill it here instead.
   }
   await fillPhase(state, flight, options, fill, stale, next.lock);
 }
@@ -265,11 +281,30 @@ async function fillPhase(
     await release('failed');
     return;
   }
+  let checked: CheckResult | undefined;
+  if (options.check !== undefined && flight.result === undefined) {
+    // What later hits will be checked against: the value as the cache gives it back.
+    const result = options.check(asCached(state, value));
+    checked = isThenable(result) ? await result : result;
+    if (!checked.ok) {
+      if (flight.result === undefined) {
+        counters.fillFailures++;
+        counters.checkValueFailures++;
+        if (flight.background) counters.backgroundRefreshFailures++;
+        checkEvent(state, flight.key, 'fill', checked.issues);
+        fillEvent(state, flight, startedAt, 'error');
+        flight.detach();
+        flight.settle({ ok: false, kind: 'fill', error: fillCheckFailure(checked.issues) });
+      }
+      await release('failed');
+      return;
+    }
+  }
   // A flight given up while its fill ran (fillTimeout, every caller gone) has answered its callers
   // already: its value is neither delivered nor written, and the lock is released as failed.
   const givenUp = flight.result !== undefined;
   if (!givenUp) fillEvent(state, flight, startedAt, 'ok');
-  const pending = deliverFilled(state, flight, value, options);
+  const pending = deliverFilled(state, flight, value, options, checked?.ok ? checked : undefined);
   if (pending !== undefined) await pending;
   await release(givenUp ? 'failed' : 'filled');
 }

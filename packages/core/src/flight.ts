@@ -50,6 +50,8 @@ export interface FlightOptions {
   readonly onTimeout: (flight: Flight) => void;
   /** Called once when the flight settles, however it settles. */
   readonly onSettle?: (() => void) | undefined;
+  /** The tags the fill's value is written with, if any. */
+  readonly tags?: readonly string[] | undefined;
 }
 
 /**
@@ -89,6 +91,11 @@ export class Flight {
    */
   readonly deadline: number;
   /**
+   * The tags its value will be written with (`undefined` for none). Set at construction;
+   * `invalidateTags` marks the flight `invalidated` when it shares one of them.
+   */
+  readonly tags: readonly string[] | undefined;
+  /**
    * Aborted when the flight is given up (`fillTimeout`, or every caller left), never after it
    * settled otherwise. Its signal is the fill's `signal`; it also ends a lock wait and releases the
    * fill lock even if the fill itself never returns.
@@ -106,7 +113,7 @@ export class Flight {
    */
   private watchers = 0;
   /**
-   * Set (never cleared) by `setValue`/`invalidate` while the flight runs: the key changed under the
+   * Set (never cleared) by `setValue`/`invalidate`/`invalidateTags` while the flight runs: the key changed under the
    * fill, so its result still reaches the callers but is not written.
    */
   invalidated = false;
@@ -145,6 +152,7 @@ export class Flight {
     this.onTimeout = options.onTimeout;
     this.onSettle = options.onSettle;
     this.startedAt = Date.now();
+    this.tags = options.tags;
     this.registry.set(this.key, this);
     const limit = options.fillTimeout;
     this.deadline = limit === undefined ? Number.POSITIVE_INFINITY : this.startedAt + limit;
@@ -341,7 +349,7 @@ export class Flight {
     if (role === 'joiner' && this.sharedError !== undefined) return this.sharedError;
     const error =
       result.kind === 'fill'
-        ? new CacheFillError('fill_failed', this.key, messageOf(result.error))
+        ? new CacheFillError('fill_failed', this.key, messageOf(result.error), { cause: result.error })
         : result.kind === 'timeout'
           ? new CacheFillError('timeout', this.key, messageOf(result.error), { cause: result.error })
           : new CacheFillError('fill_failed', this.key, 'every caller of this fill left before it finished');

@@ -3,6 +3,7 @@
 // `@stampede/core/adapter` (src/adapter.ts) instead; test/entry-points.test.ts holds the list.
 export { configure, type StampedeConfig } from './background.js';
 export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePromise } from './cache.js';
+export type { CheckValue } from './check-value.js';
 export type { Duration, DurationUnit } from './duration.js';
 export {
   CACHE_FILL_ERROR_CODE,
@@ -13,12 +14,14 @@ export {
 export {
   type BackendErrorEvent,
   type BackendOperation,
+  type CheckValueEvent,
   type FillEvent,
   type LockWaitEvent,
   onStampedeEvent,
   type RefreshSkippedEvent,
   type StampedeEvent,
   type StampedeListener,
+  type TagInvalidationEvent,
   type WarningEvent,
 } from './events.js';
 export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
@@ -26,5 +29,7 @@ export { jitteredTtl } from './jitter.js';
 export type { FillContext, GetOrComputeOptions } from './options.js';
 // A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
+export type { StandardSchemaV1 } from './standard-schema.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';
+export { invalidateTag, invalidateTags } from './tags.js';
 export { type GetValueOptions, getValue, invalidate, type SetValueOptions, setValue } from './values.js';

@@ -1,4 +1,6 @@
+import { type CheckValue, toValueCheck, type ValueCheck } from './check-value.js';
 import { type Duration, toMilliseconds, toOptionalMilliseconds, toPositiveMilliseconds } from './duration.js';
+import { toTags } from './tags.js';
 
 /** Options of {@link getOrComputeWith}. Every field is optional. */
 export interface GetOrComputeOptions {
@@ -61,6 +63,24 @@ export interface GetOrComputeOptions {
    * @default undefined
    */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+  /**
+   * Groups this key's value belongs to: `invalidateTag(cache, tag)` drops every value that carried
+   * `tag` when it was written (on every replica) without knowing their keys. Non-empty strings;
+   * duplicates are ignored. Needs a cache that can invalidate tags (memory, Redis, node-redis,
+   * Upstash); on another cache the tags are stored but `invalidateTag` rejects.
+   * @default undefined (no tags)
+   */
+  tags?: readonly string[] | undefined;
+  /**
+   * Checks a value before it is handed out: a Standard Schema (zod, valibot, arktype, ...) or a
+   * function answering `true` (good), `false` or a message (bad). A cached value that fails is a
+   * miss (counted as `checkValueFailures`, with a `check-value` event) and is filled again; a fill
+   * result that fails rejects with a `CacheFillError` of kind `'fill'` whose `cause` is the issues,
+   * and is not cached. With a schema, callers get its output (the value it parsed); the cache keeps
+   * what the fill returned. Asynchronous schemas work too.
+   * @default undefined (no check)
+   */
+  checkValue?: CheckValue | undefined;
 }
 
 /**
@@ -89,6 +109,8 @@ export interface ResolvedOptions {
   readonly signal: AbortSignal | undefined;
   readonly fillTimeout: number | undefined;
   readonly waitUntil: ((promise: Promise<unknown>) => void) | undefined;
+  readonly tags: readonly string[] | undefined;
+  readonly check: ValueCheck | undefined;
 }
 
 /** Default lock expiry, ms. */
@@ -112,6 +134,8 @@ export function ttlOnly(ttl: number | undefined): ResolvedOptions {
     signal: undefined,
     fillTimeout: undefined,
     waitUntil: undefined,
+    tags: undefined,
+    check: undefined,
   };
 }
 
@@ -156,5 +180,19 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   if (waitUntil !== undefined && typeof waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof waitUntil}`);
   }
-  return { ttl, grace, lock, lockTtl, lockWaitTimeout, lockPollInterval, signal, fillTimeout, waitUntil };
+  const tags = toTags(options.tags, 'options.tags');
+  const check = toValueCheck(options.checkValue, 'options.checkValue');
+  return {
+    ttl,
+    grace,
+    lock,
+    lockTtl,
+    lockWaitTimeout,
+    lockPollInterval,
+    signal,
+    fillTimeout,
+    waitUntil,
+    tags,
+    check,
+  };
 }

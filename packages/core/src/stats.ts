@@ -18,6 +18,11 @@ import { shared } from './shared.js';
  * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
  * 6. A wait ends at most once without a value or the lock: `lockWaitTimeouts + lockWaitErrors <= lockContended`,
  *    and every `lockWaitErrors` is also a `backendErrors`: `lockWaitErrors <= backendErrors`.
+ * 7. A fill result that fails `checkValue` is a failed fill: `checkValueFailures` counts those and
+ *    the cached values that failed (each such read is also a `misses`), so
+ *    `checkValueFailures <= misses + fillFailures` (a check on a value found through the lock, or by
+ *    `getValue`, counts too: those are bounded by `lockWaitHits` and `getValue` calls).
+ * 8. `tagInvalidations` counts tags (an `invalidateTags` of three tags adds 3), not values.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -65,6 +70,13 @@ export interface StampedeStats {
   lockWaitErrors: number;
   /** Backend calls that failed or timed out (reads, writes, locks, decoding). */
   backendErrors: number;
+  /**
+   * Values that failed `checkValue`: cached ones (read as misses) and fill results (failed fills,
+   * also counted in `fillFailures`).
+   */
+  checkValueFailures: number;
+  /** Tags invalidated by `invalidateTag`/`invalidateTags` (one per tag, whatever it held). */
+  tagInvalidations: number;
 }
 
 /** The counter names of {@link StampedeStats}, in a stable order. */
@@ -87,6 +99,8 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'lockWaitTimeouts',
   'lockWaitErrors',
   'backendErrors',
+  'checkValueFailures',
+  'tagInvalidations',
 ];
 
 function zero(): StampedeStats {
@@ -109,6 +123,8 @@ function zero(): StampedeStats {
     lockWaitTimeouts: 0,
     lockWaitErrors: 0,
     backendErrors: 0,
+    checkValueFailures: 0,
+    tagInvalidations: 0,
   };
 }
 

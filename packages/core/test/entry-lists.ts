@@ -12,6 +12,8 @@ export const MAIN_ENTRY: readonly string[] = [
   'getValue',
   'inFlightCount',
   'invalidate',
+  'invalidateTag',
+  'invalidateTags',
   'isCacheFillError',
   'jitteredTtl',
   'onStampedeEvent',
