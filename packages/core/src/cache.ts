@@ -120,11 +120,11 @@ export interface Cache {
   /**
    * Records that every entry carrying one of `tags` and created before now is gone: from the moment
    * it resolves, `get` answers `undefined` for such an entry (on every instance sharing the
-   * backend), whatever its freshness. The tie (an entry created in the very millisecond of the
-   * invalidation) goes to the entry, as it does for a `delete`, so a `setValue` right after an
-   * invalidation is kept. It must cost the same however many entries carry the tag: record the
-   * tag's invalidation time (a remote cache on its server's clock) and compare it with an entry's
-   * `createdAt` on read. Optional: without it `invalidateTag` rejects with a TypeError.
+   * backend), whatever its freshness. An entry created in the very millisecond of the invalidation
+   * counts as before it (a same-millisecond fill may have read the old data; the cost is one more
+   * fill). It must cost the same however many entries carry the tag: record the tag's invalidation
+   * time (a remote cache on its server's clock) and compare it with an entry's `createdAt` on read.
+   * Optional: without it `invalidateTag` rejects with a TypeError.
    */
   invalidateTags?(tags: readonly string[]): MaybePromise<void>;
 }

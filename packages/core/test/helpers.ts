@@ -28,7 +28,7 @@ export class Backend {
       return undefined;
     }
     for (const tag of found.entry.tags ?? []) {
-      if (found.entry.createdAt < (this.tagInvalidatedAt.get(tag) ?? Number.NEGATIVE_INFINITY))
+      if (found.entry.createdAt <= (this.tagInvalidatedAt.get(tag) ?? Number.NEGATIVE_INFINITY))
         return undefined;
     }
     return found.entry;
