@@ -20,6 +20,12 @@ export interface CacheCapabilities {
   sync: boolean;
   /** The cache implements `roundTrip` (it stores text and hands values back through a serializer). */
   roundTrip: boolean;
+  /**
+   * The cache implements `invalidateTags`: entries carry `tags`, and an invalidated tag turns every
+   * entry that carried it and was created before the invalidation into a miss.
+   * @default false
+   */
+  tags?: boolean | undefined;
 }
 
 /** How to run the conformance suite against one adapter. */
