@@ -25,6 +25,9 @@ const HELP: Record<keyof StampedeStats, string> = {
   lockWaitErrors:
     'Lock waits that ended on a backend fault (a lock attempt during the wait failed) and filled locally.',
   backendErrors: 'Backend calls that failed or timed out (reads, writes, locks, decoding).',
+  checkValueFailures:
+    'Values that failed checkValue: cached ones (read as misses) and fill results (failed fills).',
+  tagInvalidations: 'Tags invalidated by invalidateTag/invalidateTags (one per tag).',
 };
 
 /**
