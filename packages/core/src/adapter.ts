@@ -11,9 +11,11 @@ export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePr
 export { type Duration, type DurationUnit, toMilliseconds, toPositiveMilliseconds } from './duration.js';
 export {
   decodeEnvelope,
+  decodeTag,
   ENVELOPE_VERSION,
   type Envelope,
   encodeEnvelope,
+  encodeTag,
   integerText,
   jsonSerializer,
   type LegacySerializer,

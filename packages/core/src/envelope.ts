@@ -115,6 +115,39 @@ export const ENVELOPE_VERSION = 1;
 export type Envelope<T = unknown> = CacheEntry<T>;
 
 const PREFIX = `s${ENVELOPE_VERSION}|`;
+// A tagged entry: `s1t|createdAt|freshUntil|staleUntil|tag,tag|payload`. A reader that predates
+// tags takes it for an unknown format, a miss, rather than misreading the tags as the payload.
+const TAGGED_PREFIX = `s${ENVELOPE_VERSION}t|`;
+
+// `%`, the envelope's separators and Redis Cluster's hash-tag braces, and lone surrogates (UTF-8 has
+// no bytes for them: clients would turn each into U+FFFD and two tags would collide).
+const TAG_UNSAFE = /[%|,{}]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * A tag as the envelope writes it: `%`, `|`, `,`, `{` and `}` percent-encoded (lone surrogates as
+ * `%uXXXX`). Injective, and safe inside a Redis key's hash tag, so a Redis-protocol adapter names a
+ * tag's key from this text as it stands in the envelope (its Lua read needs no decoding).
+ *
+ * @example
+ * encodeTag('user|42,{a}') // 'user%7C42%2C%7Ba%7D'
+ */
+export function encodeTag(tag: string): string {
+  return tag.replace(TAG_UNSAFE, (char) => {
+    if (char.length === 1 && char.charCodeAt(0) < 0x80) {
+      return `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`;
+    }
+    return `%u${char.charCodeAt(0).toString(16).toUpperCase()}`;
+  });
+}
+
+/** The tag {@link encodeTag} encoded. */
+export function decodeTag(text: string): string {
+  return text.replace(
+    /%u([0-9A-F]{4})|%([0-9A-F]{2})/g,
+    (_match, unit: string | undefined, byte: string | undefined) =>
+      String.fromCharCode(Number.parseInt((unit ?? byte) as string, 16)),
+  );
+}
 
 /**
  * A time (or a count of milliseconds) as plain decimal digits, whatever its size: `String(1e21)` is
@@ -140,15 +173,19 @@ function parseTime(text: string | undefined, field: string): number {
 
 /**
  * Encodes an entry as `s1|createdAt|freshUntil|staleUntil|payload`, where the times are whole
- * milliseconds in plain digits (`''` for never) and the payload is the serializer's text. The header
- * is never valid JSON, so a client that JSON-parses every reply (Upstash's
- * `automaticDeserialization`) hands it back untouched.
+ * milliseconds in plain digits (`''` for never) and the payload is the serializer's text. An entry
+ * with tags is `s1t|createdAt|freshUntil|staleUntil|tags|payload`, its tags {@link encodeTag}-ed and
+ * joined by `,`. The header is never valid JSON, so a client that JSON-parses every reply
+ * (Upstash's `automaticDeserialization`) hands it back untouched.
  *
  * @throws whatever the serializer throws for a value it cannot represent
  */
 export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption = jsonSerializer): string {
   const payload = stringifyValue(entry.value, serializer);
-  return `${PREFIX}${time(entry.createdAt)}|${time(entry.freshUntil)}|${time(entry.staleUntil)}|${payload}`;
+  const times = `${time(entry.createdAt)}|${time(entry.freshUntil)}|${time(entry.staleUntil)}|`;
+  const tags = entry.tags;
+  if (tags === undefined || tags.length === 0) return `${PREFIX}${times}${payload}`;
+  return `${TAGGED_PREFIX}${times}${tags.map(encodeTag).join(',')}|${payload}`;
 }
 
 /**
@@ -160,10 +197,12 @@ export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption =
 export function decodeEnvelope(text: unknown, serializer: SerializerOption = jsonSerializer): CacheEntry {
   if (typeof text !== 'string')
     throw new TypeError(`stampede envelope: expected a string, got ${typeof text}`);
-  if (!text.startsWith(PREFIX)) throw new TypeError('stampede envelope: unknown format or version');
-  let at = PREFIX.length;
+  const tagged = text.startsWith(TAGGED_PREFIX);
+  if (!tagged && !text.startsWith(PREFIX))
+    throw new TypeError('stampede envelope: unknown format or version');
+  let at = tagged ? TAGGED_PREFIX.length : PREFIX.length;
   const fields: string[] = [];
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < (tagged ? 4 : 3); i++) {
     const bar = text.indexOf('|', at);
     if (bar === -1) throw new TypeError('stampede envelope: truncated header');
     fields.push(text.slice(at, bar));
@@ -176,5 +215,12 @@ export function decodeEnvelope(text: unknown, serializer: SerializerOption = jso
     throw new TypeError('stampede envelope: inconsistent times');
   }
   const value = parseValue(text.slice(at), serializer);
-  return { value, createdAt, freshUntil, staleUntil };
+  if (!tagged) return { value, createdAt, freshUntil, staleUntil };
+  const tags = (fields[3] ?? '')
+    .split(',')
+    .filter((tag) => tag.length !== 0)
+    .map(decodeTag);
+  return tags.length === 0
+    ? { value, createdAt, freshUntil, staleUntil }
+    : { value, createdAt, freshUntil, staleUntil, tags };
 }

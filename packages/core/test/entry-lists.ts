@@ -31,7 +31,9 @@ export const ADAPTER_ENTRY: readonly string[] = [
   // envelope and serializers
   'ENVELOPE_VERSION',
   'decodeEnvelope',
+  'decodeTag',
   'encodeEnvelope',
+  'encodeTag',
   'integerText',
   'jsonSerializer',
   'parseValue',

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import {
   type CacheEntry,
   decodeEnvelope,
+  decodeTag,
   encodeEnvelope,
+  encodeTag,
   integerText,
   jsonSerializer,
   type LegacySerializer,
@@ -165,5 +167,27 @@ describe('envelope', () => {
       TypeError,
     );
     expect(() => decodeEnvelope(42)).toThrow(TypeError);
+  });
+});
+
+describe('tagged envelopes', () => {
+  const odd = ['user:42', 'a|b,c', '{x}', '%25', '%u0041', 'héllo 🚀', '\uD800lone'];
+
+  it('round-trips tags, odd ones included, and keeps untagged entries in the first format', () => {
+    const entry = { value: { n: 1 }, createdAt: 1_000, freshUntil: 2_000, staleUntil: 3_000, tags: odd };
+    const text = encodeEnvelope(entry);
+    expect(text.startsWith('s1t|1000|2000|3000|')).toBe(true);
+    expect(decodeEnvelope(text)).toEqual(entry);
+    const plain = { value: 'v', createdAt: 1, freshUntil: 2, staleUntil: 3 };
+    expect(encodeEnvelope(plain)).toBe('s1|1|2|3|"v"');
+    expect(encodeEnvelope({ ...plain, tags: [] })).toBe('s1|1|2|3|"v"');
+    expect('tags' in decodeEnvelope('s1|1|2|3|"v"')).toBe(false);
+  });
+
+  it('encodeTag is injective and leaves no separator or brace', () => {
+    const encoded = odd.map(encodeTag);
+    expect(new Set(encoded).size).toBe(odd.length);
+    for (const text of encoded) expect(text).not.toMatch(/[|,{}]/);
+    expect(odd.map((tag) => decodeTag(encodeTag(tag)))).toEqual(odd);
   });
 });
