@@ -78,6 +78,12 @@ export interface NodeRedisCache extends Cache {
   roundTrip(value: unknown): unknown;
   /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
+   * kept without expiry): entries carrying the tag created before it read as misses on every
+   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
   /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
@@ -139,6 +145,7 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone: (key, listener) => (pushWakeUp ? notifier.listen(key, listener) : () => {}),
     async close() {
       notifier.close();

@@ -1,6 +1,7 @@
 import {
   type CacheEntry,
   type CacheSetOptions,
+  ENVELOPE_VERSION,
   type FillLock,
   messageOf,
   roundTripValue,
@@ -12,12 +13,14 @@ import { acquireFillLock } from './fill-lock.js';
 import {
   createServerClock,
   decodeStored,
+  prefixPinsSlot,
   pxArgument,
   remoteKeys,
   remoteWriteArgs,
+  tagKey,
   type WriteGuardArgs,
 } from './layout.js';
-import { DELETE_SCRIPT, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
+import { DELETE_SCRIPT, GET_SCRIPT, INVALIDATE_TAGS_SCRIPT, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 /** What {@link createRedisProtocolCache} needs besides the context. */
 export interface RedisProtocolCacheSettings {
@@ -48,6 +51,11 @@ export interface RedisProtocolCache {
   roundTrip(value: unknown): unknown;
   /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * Records Redis's time as the invalidation time of each tag (one key per tag, never a scan):
+   * entries carrying one of them created at or before it read as misses from then on.
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
 }
 
 /**
@@ -66,11 +74,27 @@ export function createRedisProtocolCache(
     operations.call('time', undefined, () => runScript(TIME_SCRIPT, [], [])),
   );
 
+  // In a Cluster, the read script may touch the tags' keys only when they share the entry's slot.
+  const tagsApart = client.cluster === true && !prefixPinsSlot(prefix);
+  // One round trip, tagged or not: the script compares the entry's tags on the server.
+  const read = (key: string): Promise<unknown> =>
+    runScript(GET_SCRIPT, [remoteKeys(prefix, key).value], [prefix]);
+  // Cluster without a slot-pinning prefix: GET, then (only for a tagged entry) its tags' keys.
+  const readApart = async (key: string): Promise<unknown> => {
+    const stored = await client.get(remoteKeys(prefix, key).value);
+    const header = typeof stored === 'string' ? TAGGED_HEADER.exec(stored) : null;
+    if (header === null) return stored;
+    const createdAt = Number(header[1]);
+    const tags = (header[2] ?? '').split(',').filter((tag) => tag.length !== 0);
+    const times = await Promise.all(tags.map((tag) => client.get(`${prefix}{${tag}}:tag`)));
+    return times.some((at) => at !== null && at !== undefined && Number(at) >= createdAt) ? null : stored;
+  };
+
   return {
     async get(key) {
       // Started before the GET so that, on first use, both travel together.
       const offset = clock.current();
-      const stored = await operations.call('get', key, () => client.get(remoteKeys(prefix, key).value));
+      const stored = await operations.call('get', key, () => (tagsApart ? readApart(key) : read(key)));
       try {
         return decodeStored(stored, serializer, await offset);
       } catch (cause) {
@@ -115,5 +139,20 @@ export function createRedisProtocolCache(
     tryAcquireFillLock(key, ttl) {
       return acquireFillLock(context, key, ttl);
     },
+    async invalidateTags(tags) {
+      // One script per tag: a tag's key is in its own slot in a Cluster (a few parallel calls).
+      await operations.keepAlive(
+        Promise.all(
+          tags.map((tag) =>
+            operations.call('tags', undefined, () =>
+              runScript(INVALIDATE_TAGS_SCRIPT, [tagKey(prefix, tag)], []),
+            ),
+          ),
+        ),
+      );
+    },
   };
 }
+
+// The header of a tagged envelope: its createdAt (server clock) and its encoded tags.
+const TAGGED_HEADER = new RegExp(`^s${ENVELOPE_VERSION}t\\|(-?\\d+)\\|\\d*\\|\\d*\\|([^|]*)\\|`);

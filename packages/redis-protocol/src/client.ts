@@ -26,4 +26,11 @@ export interface RedisProtocolClient {
    * @default the Web Crypto API's SHA-1 (`globalThis.crypto.subtle`), or plain EVAL without it
    */
   sha1?(text: string): string | Promise<string | undefined> | undefined;
+  /**
+   * True for a Redis Cluster client: one script may only touch keys of one hash slot. A tagged read
+   * then takes two round trips (the entry, then its tags' keys), unless the prefix carries its own
+   * hash tag (`app{1}:`), which puts every key of the cache in one slot.
+   * @default false
+   */
+  readonly cluster?: boolean | undefined;
 }

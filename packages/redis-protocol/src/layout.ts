@@ -7,6 +7,7 @@ import {
   decodeEnvelope,
   ENVELOPE_VERSION,
   encodeEnvelope,
+  encodeTag,
   integerText,
   type SerializerOption,
 } from '@stampede/core/adapter';
@@ -64,6 +65,26 @@ export function remoteKeys(prefix: string, key: string): RemoteKeys {
   return { value, lock: `${value}:lock`, channel: `${value}:done` };
 }
 
+/**
+ * The Redis key holding when `tag` was last invalidated (whole ms of the server's clock):
+ * `<prefix>{<encoded tag>}:tag`, with the tag as {@link encodeTag} writes it in the envelope, so the
+ * read script builds the same name from the envelope's text. No entry, lock or channel name ends in
+ * `}:tag`. Under a prefix with its own hash tag (`app{1}:`) it shares the entries' slot.
+ *
+ * @example
+ * tagKey('stampede:', 'user:42') // 'stampede:{user:42}:tag'
+ */
+export function tagKey(prefix: string, tag: string): string {
+  checkRemotePrefix(prefix);
+  return `${prefix}{${encodeTag(tag)}}:tag`;
+}
+
+/** True when `prefix` carries its own hash tag, so every key of the cache lands in one Cluster slot. */
+export function prefixPinsSlot(prefix: string): boolean {
+  const open = prefix.indexOf('{');
+  return open !== -1 && prefix.indexOf('}', open + 2) !== -1;
+}
+
 /** What a tombstone (a delete's marker, holding its time) starts with; envelopes start with `s<version>|`. */
 export const TOMBSTONE_PREFIX = 't|';
 
@@ -96,7 +117,7 @@ export function pxArgument(ms: number): string {
 function shifted(entry: CacheEntry, offset: number): CacheEntry {
   if (offset === 0) return entry;
   return {
-    value: entry.value,
+    ...entry,
     createdAt: entry.createdAt + offset,
     freshUntil: entry.freshUntil + offset,
     staleUntil: entry.staleUntil + offset,
@@ -213,7 +234,7 @@ if current then
   if deleted then
     if ARGV[4] ~= '1' and tonumber(deleted) > created then return 0 end
   else
-    local stored = string.match(current, '^s${ENVELOPE_VERSION}|(%-?%d+)|%d*|%d*|')
+    local stored = string.match(current, '^s${ENVELOPE_VERSION}t?|(%-?%d+)|%d*|%d*|')
     if stored and tonumber(stored) > created then return 0 end
   end
 end
@@ -241,6 +262,41 @@ export const DELETE_LUA = `
 ${AFTER_TIME}
 redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)), 'PX', ARGV[1])
 return 1
+`.trim();
+
+/**
+ * Lua: KEYS[1] value key; ARGV[1] the prefix. `GET` of the entry, except that a tagged entry one of
+ * whose tags was invalidated at or after its `createdAt` reads as nil: one round trip for a tagged
+ * hit, compared on the server's clock. It reads each tag's key (see {@link tagKey}) by a name built
+ * from the envelope, so in Redis Cluster every key must share a slot (a prefix with a hash tag);
+ * without one, the adapter reads the tags apart (see the README).
+ */
+export const TAGGED_GET_LUA = `
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local created, tags = string.match(v, '^s${ENVELOPE_VERSION}t|(%-?%d+)|%d*|%d*|([^|]*)|')
+if not created then return v end
+created = tonumber(created)
+for enc in string.gmatch(tags, '[^,]+') do
+  local at = tonumber(redis.call('GET', ARGV[1] .. '{' .. enc .. '}:tag'))
+  if at and at >= created then return false end
+end
+return v
+`.trim();
+
+/**
+ * Lua: KEYS the tags' keys ({@link tagKey}). Records Redis's time (ms) as each tag's invalidation
+ * time, never moving one back; returns that time. Entries are compared with it on read.
+ */
+export const INVALIDATE_TAGS_LUA = `
+${AFTER_TIME}
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local text = string.format('%.0f', now)
+for _, k in ipairs(KEYS) do
+  local at = tonumber(redis.call('GET', k))
+  if not at or at < now then redis.call('SET', k, text) end
+end
+return text
 `.trim();
 
 /** Lua, no keys: the Redis server's time in whole ms (an integer reply). */

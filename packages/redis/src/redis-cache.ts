@@ -85,6 +85,12 @@ export interface RedisCache extends Cache {
   /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
   /**
+   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
+   * kept without expiry): entries carrying the tag created before it read as misses on every
+   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
+  /**
    * Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`); calls
    * `ready` once the SUBSCRIBE is acknowledged, so the waiter reads once a fill that ended meanwhile.
    */
@@ -147,6 +153,7 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone(key, listener, ready) {
       return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};
     },

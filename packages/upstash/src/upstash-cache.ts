@@ -101,6 +101,12 @@ export interface UpstashCache extends Cache {
   delete(key: string): Promise<void>;
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
   /**
+   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
+   * kept without expiry): entries carrying the tag created before it read as misses on every
+   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
+  /**
    * Listens for the end of fills of `key` on any replica through its own subscription (a no-op with
    * `pushWakeUp: false` or a client without `subscribe`); calls `ready` once the server has
    * acknowledged it. The returned function closes the subscription.
@@ -168,6 +174,7 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone(key, listener, ready) {
       if (!pushWakeUp) return () => {};
       return listenForFillDone(client, remoteKeys(prefix, key).channel, listener, ready);

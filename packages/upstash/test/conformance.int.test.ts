@@ -12,7 +12,7 @@ afterAll(async () => {
 });
 
 // A lock with extend, values through a serializer, push wake-up over server-sent events.
-const capabilities = { lock: true, extend: true, push: true, sync: false, roundTrip: true };
+const capabilities = { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true };
 
 function conformance(name: string, mode: ClientMode): void {
   const prefixes = new WeakMap<object, string>();
