@@ -18,10 +18,9 @@ import { shared } from './shared.js';
  * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
  * 6. A wait ends at most once without a value or the lock: `lockWaitTimeouts + lockWaitErrors <= lockContended`,
  *    and every `lockWaitErrors` is also a `backendErrors`: `lockWaitErrors <= backendErrors`.
- * 7. A fill result that fails `checkValue` is a failed fill: `checkValueFailures` counts those and
- *    the cached values that failed (each such read is also a `misses`), so
- *    `checkValueFailures <= misses + fillFailures` (a check on a value found through the lock, or by
- *    `getValue`, counts too: those are bounded by `lockWaitHits` and `getValue` calls).
+ * 7. `checkValueFailures` counts every value that failed `checkValue`: a cached one read by a call
+ *    (that call is also one of `misses`), a fill result (also one of `fillFailures`), a value found
+ *    through the lock (the fill then runs instead: not a `lockWaitHits`), and one read by `getValue`.
  * 8. `tagInvalidations` counts tags (an `invalidateTags` of three tags adds 3), not values.
  */
 export interface StampedeStats {
