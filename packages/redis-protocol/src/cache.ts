@@ -20,7 +20,14 @@ import {
   tagKey,
   type WriteGuardArgs,
 } from './layout.js';
-import { DELETE_SCRIPT, GET_SCRIPT, INVALIDATE_TAGS_SCRIPT, TIME_SCRIPT, WRITE_SCRIPT } from './scripts.js';
+import {
+  DELETE_SCRIPT,
+  GET_SCRIPT,
+  GET_SCRIPT_WITHOUT_FLAGS,
+  INVALIDATE_TAGS_SCRIPT,
+  TIME_SCRIPT,
+  WRITE_SCRIPT,
+} from './scripts.js';
 
 /** What {@link createRedisProtocolCache} needs besides the context. */
 export interface RedisProtocolCacheSettings {
@@ -76,9 +83,20 @@ export function createRedisProtocolCache(
 
   // In a Cluster, the read script may touch the tags' keys only when they share the entry's slot.
   const tagsApart = client.cluster === true && !prefixPinsSlot(prefix);
-  // One round trip, tagged or not: the script compares the entry's tags on the server.
-  const read = (key: string): Promise<unknown> =>
-    runScript(GET_SCRIPT, [remoteKeys(prefix, key).value], [prefix]);
+  // One round trip, tagged or not: the script compares the entry's tags on the server. A server
+  // that cannot compile the script's flags (before Redis 7) gets it without them from then on.
+  let getScript = GET_SCRIPT;
+  const read = async (key: string): Promise<unknown> => {
+    const keys = [remoteKeys(prefix, key).value];
+    try {
+      return await runScript(getScript, keys, [prefix]);
+    } catch (error) {
+      if (getScript !== GET_SCRIPT || !/compil|shebang|unexpected symbol/i.test(messageOf(error)))
+        throw error;
+      getScript = GET_SCRIPT_WITHOUT_FLAGS;
+      return runScript(getScript, keys, [prefix]);
+    }
+  };
   // Cluster without a slot-pinning prefix: GET, then (only for a tagged entry) its tags' keys.
   const readApart = async (key: string): Promise<unknown> => {
     const stored = await client.get(remoteKeys(prefix, key).value);

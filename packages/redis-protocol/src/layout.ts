@@ -269,7 +269,9 @@ return 1
  * whose tags was invalidated at or after its `createdAt` reads as nil: one round trip for a tagged
  * hit, compared on the server's clock. It reads each tag's key (see {@link tagKey}) by a name built
  * from the envelope, so in Redis Cluster every key must share a slot (a prefix with a hash tag);
- * without one, the adapter reads the tags apart (see the README).
+ * without one, the adapter reads the tags apart (see the README). Sent with the `no-writes` flag
+ * ({@link NO_WRITES}) so that it runs, like a `GET`, on a read-only replica and while writes are
+ * paused (`CLIENT PAUSE WRITE`, as during a failover).
  */
 export const TAGGED_GET_LUA = `
 local v = redis.call('GET', KEYS[1])
@@ -283,6 +285,12 @@ for enc in string.gmatch(tags, '[^,]+') do
 end
 return v
 `.trim();
+
+/**
+ * The shebang that declares a script read-only (Redis 7 and later). An older server refuses to
+ * compile it; the adapters then send the script without it.
+ */
+export const NO_WRITES = '#!lua flags=no-writes\n';
 
 /**
  * Lua: KEYS the tags' keys ({@link tagKey}). Records Redis's time (ms) as each tag's invalidation

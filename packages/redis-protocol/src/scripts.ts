@@ -3,6 +3,7 @@ import {
   DELETE_LUA,
   EXTEND_LOCK_LUA,
   INVALIDATE_TAGS_LUA,
+  NO_WRITES,
   RELEASE_LOCK_LUA,
   SERVER_TIME_LUA,
   TAGGED_GET_LUA,
@@ -22,8 +23,11 @@ export const WRITE_SCRIPT: LuaScript = { source: WRITE_GUARD_LUA };
 /** Replaces an entry with a tombstone holding Redis's own time ({@link DELETE_LUA}). */
 export const DELETE_SCRIPT: LuaScript = { source: DELETE_LUA };
 
-/** `GET` that reads a tag-invalidated entry as nil ({@link TAGGED_GET_LUA}). */
-export const GET_SCRIPT: LuaScript = { source: TAGGED_GET_LUA };
+/** `GET` that reads a tag-invalidated entry as nil ({@link TAGGED_GET_LUA}), flagged `no-writes`. */
+export const GET_SCRIPT: LuaScript = { source: `${NO_WRITES}${TAGGED_GET_LUA}` };
+
+/** {@link GET_SCRIPT} for a server older than Redis 7, which knows no script flags. */
+export const GET_SCRIPT_WITHOUT_FLAGS: LuaScript = { source: TAGGED_GET_LUA };
 
 /** Records Redis's time as the tags' invalidation time ({@link INVALIDATE_TAGS_LUA}). */
 export const INVALIDATE_TAGS_SCRIPT: LuaScript = { source: INVALIDATE_TAGS_LUA };
