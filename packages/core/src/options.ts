@@ -77,7 +77,8 @@ export interface GetOrComputeOptions {
    * miss (counted as `checkValueFailures`, with a `check-value` event) and is filled again; a fill
    * result that fails rejects with a `CacheFillError` of kind `'fill'` whose `cause` is the issues,
    * and is not cached. With a schema, callers get its output (the value it parsed); the cache keeps
-   * what the fill returned. Asynchronous schemas work too.
+   * what the fill returned. Asynchronous schemas work too. A caller that joins a fill already in
+   * flight for the key gets that fill's result, checked by the `checkValue` of the call that started it.
    * @default undefined (no check)
    */
   checkValue?: CheckValue | undefined;
