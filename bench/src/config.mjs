@@ -9,7 +9,7 @@ const int = (name, fallback) => {
 };
 
 export const config = {
-  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory). */
+  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory, tiered, outage, steady). */
   only: (process.env.BENCH_ONLY ?? '')
     .split(',')
     .map((s) => s.trim())
@@ -45,6 +45,24 @@ export const config = {
     callers: int('BENCH_SWR_CALLERS', 1_000),
     ttlMs: 1_000,
     graceMs: 5_000,
+  },
+  tiered: { rounds: int('BENCH_TIERED_ROUNDS', 50), processes: int('BENCH_TIERED_PROCESSES', 4) },
+  outage: {
+    rounds: int('BENCH_OUTAGE_ROUNDS', 3),
+    ttlMs: 1_000,
+    outageMs: int('BENCH_OUTAGE_MS', 3_000),
+    everyMs: 20,
+    burst: 20,
+    /** fail-safe throttle, bentocache graceBackoff */
+    backoffMs: 500,
+  },
+  steady: {
+    processes: int('BENCH_STEADY_PROCESSES', 4),
+    ttlMs: int('BENCH_STEADY_TTL_MS', 2_000),
+    fillMs: 100,
+    periods: int('BENCH_STEADY_PERIODS', 3),
+    /** one read every 2 ms: ~500 reads/s per process */
+    intervalMs: 2,
   },
   commands: { rounds: int('BENCH_COMMANDS_ROUNDS', 3), misses: 50, hits: 200 },
   memory: { keys: int('BENCH_MEMORY_KEYS', 1_000_000), max: 10_000, batch: 1_000 },

@@ -20,16 +20,18 @@ async function calibrate(sampleMs, warmMs = 300) {
   }
 }
 
-function findCase(id) {
+async function findCase(id) {
   if (id === 'raw') return rawLru;
   const [peerId, index] = id.split('#');
+  // Loaded only in the tiered cases' processes: the memory cases keep their plain module graph.
+  if (peerId === 'tiered') return (await import('./peers/tiered.mjs')).tieredHitCases[Number(index)];
   return peers.find((peer) => peer.id === peerId).hit[Number(index)];
 }
 
 process.on('message', async (message) => {
   if (message.type === 'setup') {
     const keys = Array.from({ length: message.keys }, (_, i) => `bookmark:${i}`);
-    run = await findCase(message.id).make(keys);
+    run = await (await findCase(message.id)).make(keys, message.context);
     n = await calibrate(message.sampleMs);
     process.send({ type: 'ready', n });
   } else if (message.type === 'sample') {

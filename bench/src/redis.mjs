@@ -87,3 +87,49 @@ export function countSentCommands() {
     },
   };
 }
+
+/**
+ * A `redis-server` of the bench's own on a free port (no persistence), so `INFO commandstats`
+ * counts only the commands of the scenario that started it. `{ url, stop }`; throws when
+ * `redis-server` is not on PATH.
+ */
+export async function startPrivateRedis() {
+  const { spawn } = await import('node:child_process');
+  const { createServer } = await import('node:net');
+  const port = await new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port: free } = server.address();
+      server.close(() => resolve(free));
+    });
+  });
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
+  const spawnError = new Promise((_, reject) => child.once('error', reject));
+  const url = `redis://127.0.0.1:${port}`;
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const reason = await Promise.race([unreachable(url), spawnError]);
+    if (reason === undefined) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`redis-server on port ${port} did not answer: ${reason}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    url,
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}

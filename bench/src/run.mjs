@@ -12,7 +12,10 @@ import { fleetScenario } from './scenarios/fleet.mjs';
 import { herdScenario } from './scenarios/herd.mjs';
 import { hitScenario } from './scenarios/hit.mjs';
 import { memoryScenario } from './scenarios/memory.mjs';
+import { outageScenario } from './scenarios/outage.mjs';
+import { steadyScenario } from './scenarios/steady.mjs';
 import { swrScenario } from './scenarios/swr.mjs';
+import { tieredScenario } from './scenarios/tiered.mjs';
 import { progress, table } from './stats.mjs';
 
 let strayRejections = 0;
@@ -52,6 +55,9 @@ const scenarios = [
   ['swr', () => swrScenario(peers)],
   ['commands', () => commandsScenario({ url: config.redisUrl }), true],
   ['memory', () => memoryScenario()],
+  ['outage', () => outageScenario(peers)],
+  ['steady', () => steadyScenario({ url: config.redisUrl }), true],
+  ['tiered', () => tieredScenario({ url: config.redisUrl }), true],
 ];
 
 const targets = [];

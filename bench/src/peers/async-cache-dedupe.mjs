@@ -46,6 +46,13 @@ export default {
       },
     },
   ],
+  outage: [
+    {
+      label: 'async-cache-dedupe 3.4.0',
+      feature: 'none (an error deletes the key)',
+      create: ({ ttlMs }) => defined({ ttl: seconds(ttlMs), storage: { type: 'memory' } }),
+    },
+  ],
   swr: {
     feature: 'stale',
     create({ ttlMs, graceMs }) {

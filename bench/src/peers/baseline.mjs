@@ -21,6 +21,7 @@ export default {
   label: 'no protection',
   kind: 'baseline',
   memory: () => naiveMemory(300_000),
+  outage: [{ label: 'no protection', feature: 'none', create: ({ ttlMs }) => naiveMemory(ttlMs) }],
   hit: [
     {
       label: 'no protection (async lru get-or-fill)',

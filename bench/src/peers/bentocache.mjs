@@ -46,6 +46,17 @@ export default {
       return { get: (key, fill) => bento.getOrSet({ key, factory: fill, ttl: ttlMs, grace: graceMs }) };
     },
   },
+  outage: [
+    {
+      label: 'bentocache 1.6.1',
+      feature: 'grace 1h + graceBackoff (= backoff)',
+      create({ ttlMs, backoffMs }) {
+        const bento = memoryBento();
+        const options = { ttl: ttlMs, grace: '1h', graceBackoff: backoffMs };
+        return { get: (key, fill) => bento.getOrSet({ key, factory: fill, ...options }) };
+      },
+    },
+  ],
   redis: [
     {
       id: 'bentocache',

@@ -38,6 +38,16 @@ export default {
       return { get: (key, fill) => cache.wrap(key, fill, options) };
     },
   },
+  outage: [
+    {
+      label: 'cache-manager 7.2.9',
+      feature: 'none',
+      create({ ttlMs }) {
+        const cache = createCache();
+        return { get: (key, fill) => cache.wrap(key, fill, ttlMs) };
+      },
+    },
+  ],
   redis: [
     {
       id: 'cache-manager',

@@ -58,6 +58,26 @@ export default {
       };
     },
   },
+  outage: [
+    {
+      label: '@epic-web/cachified 5.6.3',
+      feature: 'fallbackToCache',
+      create({ ttlMs }) {
+        const cache = lruAdapter();
+        return {
+          get: (key, fill) =>
+            cachified({
+              key,
+              cache,
+              getFreshValue: fill,
+              ttl: ttlMs,
+              staleWhileRevalidate: 3_600_000,
+              fallbackToCache: true,
+            }),
+        };
+      },
+    },
+  ],
   redis: [
     {
       id: 'cachified',

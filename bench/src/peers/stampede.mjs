@@ -1,6 +1,7 @@
 // This project: getOrCompute on @stampede/memory, on @stampede/redis with the distributed fill
 // lock (push wake-up, polling only) and without it, and on @stampede/upstash with the lock (push
 // wake-up, polling only) through a local Upstash REST server in front of the same Redis.
+import * as core from '@stampede/core';
 import { getOrCompute, getOrComputeWith } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { connect } from '../redis.mjs';
@@ -53,6 +54,31 @@ function redisVariant(id, label, mode) {
         get: (key, fill) => getOrComputeWith(cache, key, options, fill),
         async close() {
           await redisCache.close();
+          await client.quit();
+        },
+      };
+    },
+  };
+}
+
+/** A tiered cache (memory in front of `@stampede/redis`, with its bus) with the lock and push wake-up. */
+function tieredVariant(id, label) {
+  return {
+    id,
+    label,
+    lock: true,
+    async create({ url, prefix, ttlMs }) {
+      if (redisMissing !== undefined) throw new Error('stampede redis adapter not available');
+      if (typeof core.createTieredCache !== 'function') throw new Error('createTieredCache is not exported');
+      const client = connect(url);
+      const remote = redisModule.createRedisCache({ client, prefix: `${prefix}${id}:` });
+      const cache = core.createTieredCache({ local: createMemoryCache({ max: 10_000 }), remote });
+      const options = { ttl: ttlMs, distributedFillLock: true };
+      return {
+        get: (key, fill) => getOrComputeWith(cache, key, options, fill),
+        async close() {
+          await cache.close?.();
+          await remote.close();
           await client.quit();
         },
       };
@@ -144,11 +170,31 @@ export default {
       return { get: (key, fill) => getOrComputeWith(cache, key, options, fill) };
     },
   },
+  outage: [
+    {
+      label: 'stampede, failSafe',
+      feature: 'failSafe (throttle = backoff)',
+      create({ ttlMs, backoffMs }) {
+        const cache = createMemoryCache({ max: 10_000 });
+        const options = { ttl: ttlMs, failSafe: { maxStale: '1h', throttle: backoffMs } };
+        return { get: (key, fill) => getOrComputeWith(cache, key, options, fill) };
+      },
+    },
+    {
+      label: 'stampede, no failSafe',
+      feature: 'none',
+      create({ ttlMs }) {
+        const cache = createMemoryCache({ max: 10_000 });
+        return { get: (key, fill) => getOrComputeWith(cache, key, { ttl: ttlMs }, fill) };
+      },
+    },
+  ],
   redisMissing,
   redis: [
     redisVariant('stampede-push', 'stampede, lock + push wake-up', 'push'),
     redisVariant('stampede-poll', 'stampede, lock, polling only', 'poll'),
     redisVariant('stampede-nolock', 'stampede, no lock', 'nolock'),
+    tieredVariant('stampede-tiered', 'stampede tiered (memory + redis), lock + push wake-up'),
   ],
   upstashMissing,
   upstash: [

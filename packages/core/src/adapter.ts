@@ -7,7 +7,16 @@
 // or Node loads them as separate files.
 
 /** The `Cache` contract, importable from both entries. */
-export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePromise } from './cache.js';
+export type {
+  Cache,
+  CacheBus,
+  CacheBusHandlers,
+  CacheEntry,
+  CacheSetOptions,
+  FillLock,
+  FillOutcome,
+  MaybePromise,
+} from './cache.js';
 export { type Duration, type DurationUnit, toMilliseconds, toPositiveMilliseconds } from './duration.js';
 export {
   decodeEnvelope,
@@ -32,4 +41,4 @@ export { shouldReplace } from './never-older.js';
 // The Redis-protocol layout (keys, tombstones, the Lua scripts, the server clock) lives in
 // @stampede/redis-protocol: adapters for other backends need none of it.
 export { raceTimeout } from './race-timeout.js';
-export { reportBackendError } from './stats.js';
+export { reportBackendError, reportWarning } from './stats.js';

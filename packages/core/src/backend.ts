@@ -72,23 +72,26 @@ export async function readEntryAsync(state: CacheState, key: string): Promise<Ca
   return readEntry(state, key);
 }
 
-/** The entry a fill that started at `createdAt` writes for `value` under `options`. */
+/**
+ * The entry a fill that started at `createdAt` writes for `value` under `options`; `delta` is how
+ * long the fill function ran (ms), when a fill produced the value.
+ */
 export function entryFor(
   value: unknown,
   createdAt: number,
   options: Pick<ResolvedOptions, 'ttl' | 'grace'> & { readonly tags?: readonly string[] | undefined },
+  delta?: number,
 ): CacheEntry {
   const { ttl, grace, tags } = options;
-  let freshUntil = Number.POSITIVE_INFINITY;
-  let staleUntil = Number.POSITIVE_INFINITY;
-  if (ttl !== undefined) {
-    freshUntil = never(Date.now() + ttl);
-    staleUntil = never(freshUntil + grace);
-  }
-  // An untagged entry has no `tags` property at all: the shape every adapter knew before tags.
-  return tags === undefined
-    ? { value, createdAt, freshUntil, staleUntil }
-    : { value, createdAt, freshUntil, staleUntil, tags };
+  const freshUntil = ttl === undefined ? Number.POSITIVE_INFINITY : never(Date.now() + ttl);
+  const staleUntil = ttl === undefined ? Number.POSITIVE_INFINITY : never(freshUntil + grace);
+  // `delta` and `tags` only when present: without them the entry keeps the shape adapters have
+  // always seen.
+  const entry: CacheEntry =
+    delta === undefined
+      ? { value, createdAt, freshUntil, staleUntil }
+      : { value, createdAt, freshUntil, staleUntil, delta };
+  return tags === undefined ? entry : { ...entry, tags };
 }
 
 // Past 2^53 ms (some 285,000 years) a time is neither exact nor writable as an integer (a remote
@@ -98,12 +101,18 @@ function never(time: number): number {
 }
 
 /**
- * The backend's physical TTL for `options`: ttl + grace, or none (also when it would exceed 2^53
- * ms: no backend holds an entry that long, and a remote one could not be told such a number).
+ * The backend's physical TTL for `options`: ttl + grace, or with fail-safe ttl + max(grace,
+ * maxStale) (the entry must outlive its freshness to serve as a fallback); none without a ttl (also
+ * when it would exceed 2^53 ms: no backend holds an entry that long, and a remote one could not be
+ * told such a number).
  */
-export function physicalTtl(options: Pick<ResolvedOptions, 'ttl' | 'grace'>): number | undefined {
+export function physicalTtl(
+  options: Pick<ResolvedOptions, 'ttl' | 'grace'> & Partial<Pick<ResolvedOptions, 'failSafe'>>,
+): number | undefined {
   if (options.ttl === undefined) return undefined;
-  const ttl = options.ttl + options.grace;
+  const keep =
+    options.failSafe === undefined ? options.grace : Math.max(options.grace, options.failSafe.maxStale);
+  const ttl = options.ttl + keep;
   return ttl > Number.MAX_SAFE_INTEGER ? undefined : ttl;
 }
 

@@ -29,6 +29,13 @@ export interface StampedeConfig {
    * @default true on Cloudflare Workers (`navigator.userAgent === 'Cloudflare-Workers'`), false elsewhere
    */
   isolatedRequests?: boolean;
+  /**
+   * The uniform random source in [0, 1) that `earlyRefresh` draws from on each fresh hit. Replace it
+   * to make early refreshes reproducible (a seeded generator in tests); the values must be uniform
+   * for the refresh rate to follow the XFetch formula.
+   * @default Math.random
+   */
+  random?: () => number;
 }
 
 // The cap and the count are shared by every copy of the core loaded in this process (see
@@ -38,13 +45,14 @@ const refresh = shared.refresh;
 /**
  * Changes process-wide settings.
  *
- * @throws RangeError when `maxBackgroundRefreshes` is not a non-negative integer
+ * @throws RangeError when `maxBackgroundRefreshes` is not a non-negative integer; TypeError when
+ * `detectSelfCalls` or `isolatedRequests` is not a boolean, or `random` not a function
  * @example
  * configure({ maxBackgroundRefreshes: 16 })
  */
 export function configure(config: StampedeConfig): void {
   if (typeof config !== 'object' || config === null) throw new TypeError('config must be an object');
-  const { maxBackgroundRefreshes: max, detectSelfCalls: detect, isolatedRequests: isolated } = config;
+  const { maxBackgroundRefreshes: max, detectSelfCalls: detect, isolatedRequests: isolated, random } = config;
   // Every setting is checked before any is applied: a bad one changes nothing.
   if (max !== undefined && (!Number.isInteger(max) || max < 0)) {
     throw new RangeError(`config.maxBackgroundRefreshes must be a non-negative integer; got ${String(max)}`);
@@ -55,7 +63,11 @@ export function configure(config: StampedeConfig): void {
   if (isolated !== undefined && typeof isolated !== 'boolean') {
     throw new TypeError(`config.isolatedRequests must be a boolean; got ${typeof isolated}`);
   }
+  if (random !== undefined && typeof random !== 'function') {
+    throw new TypeError(`config.random must be a function; got ${typeof random}`);
+  }
   if (max !== undefined) refresh.max = max;
+  if (random !== undefined) shared.random = random;
   if (detect !== undefined) shared.detectSelfCalls = detect;
   if (isolated !== undefined) shared.isolatedRequests = isolated;
 }
@@ -66,6 +78,7 @@ export function getConfig(): Required<StampedeConfig> {
     maxBackgroundRefreshes: refresh.max,
     detectSelfCalls: shared.detectSelfCalls !== false,
     isolatedRequests: isolatedRequests(),
+    random: shared.random ?? Math.random,
   };
 }
 

@@ -21,6 +21,13 @@ export interface CacheEntry<T = unknown> {
    * was invalidated after `createdAt`.
    */
   readonly tags?: readonly string[] | undefined;
+  /**
+   * How long the fill that produced this value ran, in milliseconds: what `earlyRefresh` scales its
+   * head start by, and when a replica waiting for another's fill of the key first looks for its
+   * value. `undefined` when unknown (a `setValue`, or an entry an older release wrote). Adapters
+   * store it with the entry when they can; one that drops it only loses those two optimisations.
+   */
+  readonly delta?: number | undefined;
 }
 
 /** Options for {@link Cache.set}. */
@@ -82,8 +89,13 @@ export interface Cache {
    * now) is not stored, but still takes effect: the key reads as a miss afterwards. The adapter
    * removes what is stored unless a newer entry (larger `createdAt`) is there; it must not simply
    * ignore the write and leave an older value readable.
+   *
+   * May answer `false` when it refused the write (a newer entry or a newer delete was there), and
+   * `true` or nothing when it stored it (or removed what was stored, for an expired entry). A tiered
+   * cache reads the answer: a write its remote refused must not stay in its local copy.
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): MaybePromise<void>;
+  // biome-ignore lint/suspicious/noConfusingVoidType: `void` keeps adapters that answer nothing valid
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): MaybePromise<void | boolean>;
   /**
    * Removes `key`; an in-flight fill that started earlier must not bring it back: a later `set`
    * whose `entry.createdAt` is before the deletion is refused. `Date.now()` cannot order a fill and
@@ -127,4 +139,42 @@ export interface Cache {
    * Optional: without it `invalidateTag` rejects with a TypeError.
    */
   invalidateTags?(tags: readonly string[]): MaybePromise<void>;
+  /**
+   * An invalidation bus shared by every instance on the same backend and namespace (Redis pub/sub,
+   * for example): what a tiered cache uses to evict a key from every replica's local copy. Optional:
+   * without it a tiered cache keeps local copies only for its `localTtl`.
+   */
+  readonly bus?: CacheBus | undefined;
+}
+
+/**
+ * Receives what arrives on a {@link CacheBus}. Called outside any request; a handler that throws is
+ * ignored by the bus.
+ */
+export interface CacheBusHandlers {
+  /** A message published by any instance on the bus, this one included. */
+  message(text: string): void;
+  /**
+   * The subscription was acknowledged: called the first time, and again after every reconnection
+   * (messages published while the connection was down were missed: a tiered cache clears its local
+   * copies then).
+   */
+  subscribed?(): void;
+  /** The subscription's connection dropped; `subscribed` follows once it is back. */
+  lost?(): void;
+}
+
+/**
+ * A broadcast channel between the instances of one remote cache (every replica of a service). A
+ * message reaches every subscriber, the publisher's own included; delivery is at most once (a
+ * subscriber that is disconnected misses it, and learns it through `lost` and `subscribed`).
+ */
+export interface CacheBus {
+  /** Sends `message` to every subscriber (resolves once the backend took it). */
+  publish(message: string): MaybePromise<void>;
+  /**
+   * Starts listening (opening the connection it needs on first use). Returns the function that
+   * stops this subscriber.
+   */
+  subscribe(handlers: CacheBusHandlers): () => void;
 }

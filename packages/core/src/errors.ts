@@ -10,8 +10,10 @@ export const CACHE_FILL_ERROR_CODE = 'E_STAMPEDE_CACHE_FILL';
  * - `kind: 'fill'`: this caller ran the fill and it threw; `cause` and {@link CacheFillError.intoFill}
  *   give the fill's own error.
  * - `kind: 'fill_failed'`: this caller coalesced onto another caller's fill, which threw; `message`
- *   carries that error's message, `cause` the same error, and `intoFill()` is `undefined` (the fill
- *   was another caller's). Do not assume `intoFill()` is always defined.
+ *   carries that error's message and `cause` the fill's original error (ES2022 `cause`, so
+ *   `error.cause instanceof DbError` works for every caller), but `intoFill()` is `undefined` (it
+ *   names the fill's own error only for the caller that ran it). Do not assume `intoFill()` is
+ *   always defined. (When every caller left before the fill ended, `cause` is `undefined`.)
  * - A fill result that fails `checkValue` is a failed fill: kind `'fill'` (or `'fill_failed'` for
  *   coalesced callers) with the validator's issues (an array of `{ message, path? }`) as `cause`.
  * - `kind: 'timeout'`: the fill did not settle within `fillTimeout`; every caller of it gets this.

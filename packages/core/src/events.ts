@@ -1,6 +1,6 @@
 import { shared } from './shared.js';
 
-/** A fill ran (in the foreground or as a stale-while-revalidate refresh). */
+/** A fill ran (in the foreground, or as a stale-while-revalidate or early refresh). */
 export interface FillEvent {
   readonly type: 'fill';
   /** The cache's name. */
@@ -10,7 +10,7 @@ export interface FillEvent {
   readonly durationMs: number;
   /** `'ok'`, `'error'` (the fill threw) or `'timeout'` (`fillTimeout` passed first). */
   readonly outcome: 'ok' | 'error' | 'timeout';
-  /** True for a background stale-while-revalidate refresh. */
+  /** True for a background refresh (stale-while-revalidate, or `earlyRefresh`). */
   readonly background: boolean;
 }
 
@@ -26,10 +26,12 @@ export interface LockWaitEvent {
   /**
    * `'hit'`: another replica's value arrived; `'acquired'`: this replica took the lock over;
    * `'timeout'`: `lockWaitTimeout` passed and this replica filled locally; `'aborted'`: every caller left;
-   * `'error'`: a lock attempt during the wait failed (a backend fault) and this replica filled locally.
+   * `'error'`: a lock attempt during the wait failed (a backend fault) and this replica filled locally;
+   * `'yielded'`: an early refresh found the lock taken, looked once at the holder's expected finish,
+   * found no newer value yet and left the refresh to the holder (this replica keeps serving its value).
    * A fault on the first lock attempt, before any contention, is no wait and emits no `lock-wait`.
    */
-  readonly outcome: 'hit' | 'acquired' | 'timeout' | 'aborted' | 'error';
+  readonly outcome: 'hit' | 'acquired' | 'timeout' | 'aborted' | 'error' | 'yielded';
 }
 
 /** The operations a backend fault can come from. */
@@ -44,7 +46,9 @@ export type BackendOperation =
   | 'encode'
   | 'subscribe'
   | 'publish'
-  | 'tags';
+  | 'tags'
+  /** An adapter's preparation when it is created (loading scripts, opening its subscriber). */
+  | 'warm-up';
 
 /** A backend call failed or timed out; the request went on without it. */
 export interface BackendErrorEvent {
@@ -55,11 +59,24 @@ export interface BackendErrorEvent {
   readonly error: unknown;
 }
 
-/** A stale read wanted a background refresh but the process-wide cap was reached. */
+/** A stale read (or an early refresh's draw) wanted a background refresh but the process-wide cap was reached. */
 export interface RefreshSkippedEvent {
   readonly type: 'refresh-skipped';
   readonly cache: string;
   readonly key: string;
+  /** True when the refresh was an early one (`earlyRefresh`, counted in `earlyRefreshesSkipped`). */
+  readonly early?: boolean;
+}
+
+/** A fresh hit started a refresh ahead of expiry (`earlyRefresh`). */
+export interface EarlyRefreshEvent {
+  readonly type: 'early-refresh';
+  readonly cache: string;
+  readonly key: string;
+  /** How long the value had left to be fresh, in milliseconds. */
+  readonly remainingMs: number;
+  /** The duration of the fill that produced the value (the entry's `delta`), in milliseconds. */
+  readonly deltaMs: number;
 }
 
 /** Something the user should know once (for example: the lock was asked of a cache without one). */
@@ -89,13 +106,57 @@ export interface TagInvalidationEvent {
   readonly tags: readonly string[];
 }
 
+/**
+ * Fail-safe answered for a fill that failed: its callers got the previous value instead of an error,
+ * and the value was re-armed fresh for `throttle` (see `GetOrComputeOptions.failSafe`).
+ */
+export interface FailSafeEvent {
+  readonly type: 'fail-safe';
+  /** The cache's name. */
+  readonly cache: string;
+  readonly key: string;
+  /** `'error'`: the fill threw or rejected; `'timeout'`: `fillTimeout` passed first. */
+  readonly reason: 'error' | 'timeout';
+  /** How long past the end of its freshness the previous value is, in ms (0 for a re-armed one still fresh). */
+  readonly staleMs: number;
+  /** True when the failing fill was a background refresh (stale-while-revalidate, or after a soft timeout). */
+  readonly background: boolean;
+}
+
+/**
+ * A fill ran past `softTimeout`: its callers got the previous value and the fill goes on in the
+ * background (see `GetOrComputeOptions.softTimeout`).
+ */
+export interface SoftTimeoutEvent {
+  readonly type: 'soft-timeout';
+  /** The cache's name. */
+  readonly cache: string;
+  readonly key: string;
+  /** How long the callers waited, from the start of the fill (lock wait included), in ms. */
+  readonly durationMs: number;
+}
+
+/**
+ * A tiered cache's invalidation bus reconnected: bus messages may have been missed while it was
+ * down, so the local cache (L1) was cleared and the next reads go to the remote cache.
+ */
+export interface BusRecoveryEvent {
+  readonly type: 'bus-recovery';
+  /** The tiered cache's name. */
+  readonly cache: string;
+}
+
 /** Every event stampede emits. */
 export type StampedeEvent =
   | FillEvent
   | LockWaitEvent
   | BackendErrorEvent
   | RefreshSkippedEvent
+  | EarlyRefreshEvent
   | WarningEvent
+  | FailSafeEvent
+  | SoftTimeoutEvent
+  | BusRecoveryEvent
   | CheckValueEvent
   | TagInvalidationEvent;
 

@@ -8,14 +8,16 @@ import {
   writeEntry,
 } from './backend.js';
 import { releaseRefreshSlot } from './background.js';
-import type { FillLock, FillOutcome } from './cache.js';
+import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
 import { type CheckResult, checkCached, checkEvent, fillCheckFailure } from './check-value.js';
 import { emit, hasListeners } from './events.js';
+import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
-import { Flight } from './flight.js';
-import { acquireOrWait } from './lock-wait.js';
+import { Flight, type Rescue } from './flight.js';
+import { acquireOrWait, type WaitHint } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** A fill function as the core calls it. */
 export type FillFn = (context: FillContext<unknown>) => unknown;
@@ -38,31 +40,89 @@ function fillEvent(
   }
 }
 
-function startFlight(state: CacheState, key: string, options: ResolvedOptions, background: boolean): Flight {
-  return new Flight({
+function startFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  background: boolean,
+  fallback: Fallback | undefined,
+): Flight {
+  // A refresh holds one of the process's background-refresh slots until it settles; so does a fill
+  // that went on in the background after its soft timeout.
+  let holdsSlot = background;
+  let soft: LongTimeout | undefined;
+  const flight = new Flight({
     key,
     background,
     registry: state.flights,
     fillTimeout: options.fillTimeout,
-    onTimeout: (flight) => {
+    fallback,
+    onTimeout: () => {
       state.counters.fillTimeouts++;
       if (background) state.counters.backgroundRefreshFailures++;
       fillEvent(state, flight, flight.startedAt, 'timeout');
     },
-    // A refresh holds one of the process's background-refresh slots until it settles.
-    onSettle: background ? releaseRefreshSlot : undefined,
+    rescue:
+      fallback === undefined
+        ? undefined
+        : () => {
+            const toRescue = (confirmed: Fallback | undefined): Rescue | undefined =>
+              confirmed === undefined
+                ? undefined
+                : {
+                    answer: { ok: true, value: confirmed.entry.value },
+                    activate: () => {
+                      activate(state, flight, options, confirmed, 'timeout');
+                      // The fill may never return: the re-arm's write goes to the platform on its own.
+                      if (flight.rearming !== undefined) handOff(options, flight.rearming);
+                    },
+                  };
+            const confirming = confirmFallback(state, flight, options);
+            return isThenable<Fallback | undefined>(confirming)
+              ? confirming.then(toRescue)
+              : toRescue(confirming);
+          },
+    onSettle: () => {
+      soft?.clear();
+      if (holdsSlot) {
+        holdsSlot = false;
+        releaseRefreshSlot();
+      }
+    },
     tags: options.tags,
   });
+  if (!background && fallback !== undefined && options.softTimeout !== undefined) {
+    soft = setLongTimeout(() => {
+      if (softTimeout(state, flight)) holdsSlot = true;
+    }, options.softTimeout);
+  }
+  return flight;
 }
 
-/** Registers a fill that callers wait for (a miss); the caller that starts it joins as its leader. */
-export function startForegroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
-  return startFlight(state, key, options, false);
+/**
+ * Registers a fill that callers wait for (a miss); the caller that starts it joins as its leader.
+ * `fallback` is fail-safe's previous value, if any.
+ */
+export function startForegroundFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fallback?: Fallback,
+): Flight {
+  return startFlight(state, key, options, false, fallback);
 }
 
-/** Registers a stale-while-revalidate refresh, which no caller waits for. */
-export function startBackgroundFlight(state: CacheState, key: string, options: ResolvedOptions): Flight {
-  return startFlight(state, key, options, true);
+/**
+ * Registers a background refresh (stale-while-revalidate or early), which no caller waits for.
+ * `fallback` is fail-safe's previous value, if any.
+ */
+export function startBackgroundFlight(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fallback?: Fallback,
+): Flight {
+  return startFlight(state, key, options, true, fallback);
 }
 
 /**
@@ -112,12 +172,13 @@ function deliverFilled(
   flight: Flight,
   value: unknown,
   options: ResolvedOptions,
+  delta: number,
   checked?: { readonly value: unknown },
 ): Promise<void> | undefined {
   if (flight.result !== undefined) return undefined;
   const pending =
     value !== undefined && !flight.invalidated
-      ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options), physicalTtl(options))
+      ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options, delta), physicalTtl(options))
       : undefined;
   if (flight.background) {
     const finish = (): void => {
@@ -170,7 +231,12 @@ const FILL_WITHOUT_LOCK: LockPhaseResult = { kind: 'fill', lock: undefined };
  * Every flight ends its lock phase in exactly one of three counters, so that
  * `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled` holds
  * whatever happens: `fills` (the fill function runs), `lockWaitHits` (another replica's value) or
- * `fillsCancelled` (the flight was given up first: every caller left, or `fillTimeout` passed).
+ * `fillsCancelled` (the flight was given up first: every caller left, or `fillTimeout` passed; or
+ * an early refresh left the refresh to the replica holding the lock).
+ *
+ * `hint` is what the flight read before it started: the lock phase times its first look for another
+ * replica's value by the entry's `delta`, and an early refresh (`hint.early`) needs a value newer
+ * than that still-fresh entry.
  */
 export async function execute(
   state: CacheState,
@@ -178,8 +244,11 @@ export async function execute(
   options: ResolvedOptions,
   fill: FillFn,
   stale: unknown,
+  hint?: WaitHint,
 ): Promise<void> {
-  const next = usesFleetLock(state, options) ? await lockPhase(state, flight, options) : FILL_WITHOUT_LOCK;
+  const next = usesFleetLock(state, options)
+    ? await lockPhase(state, flight, options, hint)
+    : FILL_WITHOUT_LOCK;
   if (next.kind === 'stop') return;
   if (next.kind === 'found') {
     const found =
@@ -211,19 +280,35 @@ async function lockPhase(
   state: CacheState,
   flight: Flight,
   options: ResolvedOptions,
+  hint: WaitHint | undefined,
 ): Promise<LockPhaseResult> {
   const key = flight.key;
-  const got = await acquireOrWait(state, key, options, flight.controller.signal);
+  const got = await acquireOrWait(state, key, options, flight.controller.signal, hint);
   const lock = got.kind === 'lock' ? got.lock : undefined;
   // Given up means `flight.result` is set (see `Flight.result`).
   if (got.kind === 'aborted' || flight.result !== undefined) return stopped(state, key, lock);
+  if (got.kind === 'yielded') {
+    // An early refresh leaves the key to the replica holding the lock. The value it set out to
+    // replace is still fresh, so no miss has joined the flight; it ends with that value.
+    flight.detach();
+    flight.settle({ ok: true, value: hint?.previous?.value });
+    return stopped(state, key, undefined);
+  }
   if (got.kind === 'value') return { kind: 'found', value: got.entry.value, lock: undefined };
   if (lock === undefined) return FILL_WITHOUT_LOCK;
   const entry = await readEntryAsync(state, key);
   if (flight.result !== undefined) return stopped(state, key, lock);
-  if (entry !== undefined && Date.now() < entry.freshUntil)
+  if (entry !== undefined && Date.now() < entry.freshUntil && !staleFor(hint, entry))
     return { kind: 'found', value: entry.value, lock };
   return { kind: 'fill', lock };
+}
+
+/**
+ * True when `entry` is the very value an early refresh set out to replace (or an older one): fresh,
+ * but not another replica's refresh.
+ */
+function staleFor(hint: WaitHint | undefined, entry: CacheEntry): boolean {
+  return hint?.early === true && hint.previous !== undefined && entry.createdAt <= hint.previous.createdAt;
 }
 
 async function stopped(state: CacheState, key: string, lock: FillLock | undefined): Promise<LockPhaseResult> {
@@ -270,17 +355,33 @@ async function fillPhase(
       fillSettled(flight);
     }
   } catch (error) {
+    // With fail-safe the cache is read once more (callers arriving meanwhile join this flight).
+    const confirmed =
+      flight.fallback === undefined || flight.result !== undefined
+        ? undefined
+        : await confirmFallback(state, flight, options);
+    // Not settled meanwhile (by fillTimeout, or every caller leaving).
     if (flight.result === undefined) {
       counters.fillFailures++;
       if (flight.background) counters.backgroundRefreshFailures++;
       fillEvent(state, flight, startedAt, 'error');
-      // The flight leaves the registry before the callers hear, so the next call retries from scratch.
+      // The flight leaves the registry before the callers hear, so the next call retries from scratch
+      // (or, after fail-safe's re-arm, hits the re-armed value).
       flight.detach();
-      flight.settle({ ok: false, kind: 'fill', error });
+      if (confirmed === undefined) flight.settle({ ok: false, kind: 'fill', error });
+      else {
+        flight.settle({ ok: true, value: confirmed.entry.value });
+        activate(state, flight, options, confirmed, 'error');
+      }
     }
     await release('failed');
+    // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.
+    if (flight.rearming !== undefined) await flight.rearming;
     return;
   }
+  // The fill's duration goes into the entry (`delta`): early refreshes and lock waiters time by it.
+  // Taken before `checkValue` runs, so a slow (asynchronous) schema does not count as fill time.
+  const delta = Math.max(0, Date.now() - startedAt);
   let checked: CheckResult | undefined;
   if (options.check !== undefined && flight.result === undefined) {
     // What later hits will be checked against: the value as the cache gives it back.
@@ -304,7 +405,7 @@ async function fillPhase(
   // already: its value is neither delivered nor written, and the lock is released as failed.
   const givenUp = flight.result !== undefined;
   if (!givenUp) fillEvent(state, flight, startedAt, 'ok');
-  const pending = deliverFilled(state, flight, value, options, checked?.ok ? checked : undefined);
+  const pending = deliverFilled(state, flight, value, options, delta, checked?.ok ? checked : undefined);
   if (pending !== undefined) await pending;
   await release(givenUp ? 'failed' : 'filled');
 }
@@ -325,10 +426,17 @@ function holdLock(
   const key = flight.key;
   const stopExtending = keepLockAlive(state, key, lock, lockTtl);
   let released = false;
-  const release = (outcome: FillOutcome): Promise<void> => {
-    if (released) return Promise.resolve();
+  const release = async (outcome: FillOutcome): Promise<void> => {
+    if (released) return;
     released = true;
     stopExtending();
+    // Fail-safe re-armed the value: waiters must find it once the lock is free, so it is written
+    // first, and they are told a value is there.
+    const rearming = flight.rearming;
+    if (rearming !== undefined) {
+      await rearming;
+      return releaseLock(state, key, lock, 'filled');
+    }
     return releaseLock(state, key, lock, outcome);
   };
   const { signal } = flight.controller;

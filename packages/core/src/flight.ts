@@ -1,4 +1,5 @@
 import { CacheFillError, messageOf } from './errors.js';
+import type { Fallback } from './fail-safe.js';
 import { type FillFrame, isolatedRequests } from './shared.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
@@ -7,7 +8,16 @@ export type FlightResult =
   | { readonly ok: true; readonly value: unknown }
   | { readonly ok: false; readonly kind: 'fill' | 'timeout' | 'abandoned'; readonly error: unknown };
 
-type Failure = Exclude<FlightResult, { ok: true }>;
+/** A {@link FlightResult} that is a failure. */
+export type Failure = Exclude<FlightResult, { ok: true }>;
+
+/** What answers a flight's callers instead of its timeout (fail-safe), and what to do if it does. */
+export interface Rescue {
+  /** The result the callers get instead of the timeout. */
+  readonly answer: FlightResult;
+  /** Called once the callers have the answer (not when the flight had settled meanwhile). */
+  activate(): void;
+}
 
 // A caller that watches a flight from its own request context (`isolatedRequests`) looks after
 // WATCH_FIRST_MS, then at doubling intervals up to WATCH_CEILING_MS.
@@ -49,7 +59,15 @@ export interface FlightOptions {
   /** Called once the `fillTimeout` has given the flight up, after its callers have heard. */
   readonly onTimeout: (flight: Flight) => void;
   /** Called once when the flight settles, however it settles. */
-  readonly onSettle?: (() => void) | undefined;
+  readonly onSettle?: ((flight: Flight) => void) | undefined;
+  /** The previous value fail-safe may answer with (`failSafe`), if there is one. */
+  readonly fallback?: Fallback | undefined;
+  /**
+   * Called when `fillTimeout` passes, before the callers hear: what to answer them with instead of
+   * the timeout (fail-safe's previous value), or `undefined`. When it answers with a promise (a
+   * read that confirms the value), the flight stays registered and unsettled until it resolves.
+   */
+  readonly rescue?: ((failure: Failure) => Rescue | undefined | PromiseLike<Rescue | undefined>) | undefined;
   /** The tags the fill's value is written with, if any. */
   readonly tags?: readonly string[] | undefined;
 }
@@ -129,11 +147,29 @@ export class Flight {
    * this very fill, which would wait for itself.
    */
   frame: FillFrame | undefined = undefined;
+  /**
+   * The previous value fail-safe may answer with instead of a failure. Set at construction (from the
+   * read that missed), never changed; whether it may still be used (its `until`, `invalidated`) is
+   * decided when the fill fails or its soft timeout passes.
+   */
+  readonly fallback: Fallback | undefined;
+  /**
+   * Set once, by `answerEarly` (a soft timeout), while `result` is still undefined: every caller had
+   * this value and left; a caller joining afterwards gets it at once. The fill goes on and the flight
+   * settles later as usual, with nobody left to hear it.
+   */
+  early: { readonly value: unknown } | undefined = undefined;
+  /**
+   * The write of fail-safe's re-armed value, set when fail-safe answered for this flight's failure;
+   * the fill lock is released only after it has landed, so a replica waiting for the lock finds it.
+   */
+  rearming: Promise<void> | undefined = undefined;
 
   /** Where the flight is registered; `detach` removes it only if it is still the key's flight. */
   private readonly registry: Map<string, Flight>;
   private readonly onTimeout: (flight: Flight) => void;
-  private readonly onSettle: (() => void) | undefined;
+  private readonly onSettle: ((flight: Flight) => void) | undefined;
+  private readonly rescue: FlightOptions['rescue'];
   /** The `fillTimeout` timer: armed at construction, cleared by `settle`. */
   private readonly timeout: LongTimeout | undefined;
   /** The leader's promise, made on its `joinAsLeader` (when it has no signal or limit of its own). */
@@ -151,6 +187,8 @@ export class Flight {
     this.registry = options.registry;
     this.onTimeout = options.onTimeout;
     this.onSettle = options.onSettle;
+    this.fallback = options.fallback;
+    this.rescue = options.rescue;
     this.startedAt = Date.now();
     this.tags = options.tags;
     this.registry.set(this.key, this);
@@ -184,7 +222,7 @@ export class Flight {
     this.result = result;
     this.callers = 0;
     this.timeout?.clear();
-    this.onSettle?.();
+    this.onSettle?.(this);
     if (result.ok) {
       this.leader?.resolve(result.value);
       this.shared?.resolve(result.value);
@@ -197,11 +235,29 @@ export class Flight {
     return true;
   }
 
+  /**
+   * Answers every caller now with `value` (fail-safe's previous value, after a soft timeout) while
+   * the fill goes on: the callers leave, and one that joins later gets `value` at once. False when
+   * the flight has already settled or answered early.
+   */
+  answerEarly(value: unknown): boolean {
+    if (this.result !== undefined || this.early !== undefined) return false;
+    this.early = { value };
+    this.callers = 0;
+    this.leader?.resolve(value);
+    this.shared?.resolve(value);
+    const answered: FlightResult = { ok: true, value };
+    for (const answer of this.individual) answer(answered);
+    this.individual.clear();
+    return true;
+  }
+
   private wait(role: Role, signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
     const settled = this.result;
     if (settled !== undefined) {
       return settled.ok ? Promise.resolve(settled.value) : Promise.reject(this.errorFor(settled, role));
     }
+    if (this.early !== undefined) return Promise.resolve(this.early.value);
     if (signal?.aborted) return Promise.reject(signal.reason);
     // The leader's limit is the flight's own deadline; a joiner's matters only if it ends earlier.
     const timed = limit !== undefined && Date.now() + limit < this.deadline;
@@ -272,7 +328,8 @@ export class Flight {
         reject(signal?.reason);
       };
       const look = (): void => {
-        const result = this.result;
+        const result: FlightResult | undefined =
+          this.result ?? (this.early === undefined ? undefined : { ok: true, value: this.early.value });
         if (result !== undefined) {
           stop();
           if (result.ok) resolve(result.value);
@@ -328,16 +385,29 @@ export class Flight {
   private timedOut(limit: number): void {
     const error = new Error(`fill of '${this.key}' did not settle within ${limit}ms (fillTimeout)`);
     error.name = 'TimeoutError';
-    this.giveUp({ ok: false, kind: 'timeout', error }, () => this.onTimeout(this));
+    const failure: Failure = { ok: false, kind: 'timeout', error };
+    const finish = (rescue: Rescue | undefined): void =>
+      this.giveUp(
+        failure,
+        () => {
+          rescue?.activate();
+          this.onTimeout(this);
+        },
+        rescue?.answer,
+      );
+    const rescuing = this.rescue?.(failure);
+    if (rescuing === undefined || !('then' in rescuing)) finish(rescuing);
+    else rescuing.then(finish, () => finish(undefined));
   }
 
   /**
    * Ends the flight before its fill does. It leaves the registry before its callers hear, so a
-   * caller that retries starts a new fill; then the fill is aborted (its lock released).
+   * caller that retries starts a new fill; then the fill is aborted (its lock released). Its callers
+   * hear `answer` when given (fail-safe's previous value), else `result`.
    */
-  private giveUp(result: Failure, report?: () => void): void {
+  private giveUp(result: Failure, report?: () => void, answer: FlightResult = result): void {
     this.detach();
-    if (!this.settle(result)) return;
+    if (!this.settle(answer)) return;
     report?.();
     this.controller.abort(result.error);
   }

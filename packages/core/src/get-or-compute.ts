@@ -4,6 +4,7 @@ import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
+import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
@@ -15,6 +16,7 @@ import {
   ttlOnly,
 } from './options.js';
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
+import { shared } from './shared.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
@@ -277,24 +279,38 @@ function afterRead(
     const now = Date.now();
     if (now < entry.freshUntil) {
       counters.hits++;
+      // XFetch: nothing but a comparison until expiry is within reach of the largest possible draw,
+      // then one random draw (and, for draws near the threshold, a logarithm); only for entries
+      // whose fill time is known.
+      if (options.earlyRefresh !== 0) {
+        const delta = entry.delta;
+        if (delta !== undefined) {
+          const scale = delta * options.earlyRefresh;
+          const remaining = entry.freshUntil - now;
+          if (remaining <= scale * MAX_HEAD_START && drawsEarlyRefresh(remaining, scale))
+            refreshEarly(state, key, entry, delta, remaining, options, fill);
+        }
+      }
       return settledPromise(entry);
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry.value);
+      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry);
       return Promise.resolve(entry.value);
     }
   }
   const inFlight = state.flights.get(key);
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
-  const flight = startForegroundFlight(state, key, options);
+  // With fail-safe, an expired entry the read still found is what a failing fill falls back on.
+  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, entry, options);
+  const flight = startForegroundFlight(state, key, options, fallback);
   // The leader joins before `execute` calls the fill (synchronously, without the lock): a caller
   // that joins and leaves from inside the fill must not find the flight without callers.
   const answer = flight.joinAsLeader(options.signal, options.fillTimeout);
   // The write and the lock release finish after the callers have their value: on platforms that
   // freeze work left after the response, they need the request's waitUntil.
-  handOff(options, execute(state, flight, options, fill, entry?.value));
+  handOff(options, execute(state, flight, options, fill, entry?.value, { previous: entry, early: false }));
   return answer;
 }
 
@@ -304,7 +320,7 @@ function refreshInBackground(
   key: string,
   options: ResolvedOptions,
   fill: FillFn,
-  stale: unknown,
+  stale: CacheEntry,
 ): void {
   if (!takeRefreshSlot()) {
     state.counters.backgroundRefreshesSkipped++;
@@ -312,6 +328,61 @@ function refreshInBackground(
     return;
   }
   state.counters.backgroundRefreshes++;
-  const flight = startBackgroundFlight(state, key, options);
-  handOff(options, execute(state, flight, options, fill, stale));
+  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
+  const flight = startBackgroundFlight(state, key, options, fallback);
+  handOff(options, execute(state, flight, options, fill, stale.value, { previous: stale, early: false }));
+}
+
+// The smallest draw taken: `-ln(2^-53)`, some 36.7, bounds the head start at that many `delta * beta`.
+// `Math.random` returns multiples of 2^-53 or coarser, so only a draw of exactly 0 is raised.
+const MIN_DRAW = 2 ** -53;
+const MAX_HEAD_START = -Math.log(MIN_DRAW);
+
+/**
+ * The XFetch test for a fresh entry `remaining` ms from expiry, with `scale` = `delta * beta`:
+ * `now - delta * beta * ln(random()) >= freshUntil`, that is `-scale * ln(random()) >= remaining`,
+ * a draw below 2^-53 taken as 2^-53. `-ln(random())` is exponentially distributed (mean 1), so the
+ * refresh comes on average `delta * beta` before expiry, and a key read `r` times a second is
+ * refreshed before it expires unless no read falls in that last stretch. Kept apart from
+ * {@link refreshEarly} so that the hit path inlines only this.
+ */
+function drawsEarlyRefresh(remaining: number, scale: number): boolean {
+  const drawn = (shared.random ?? Math.random)();
+  const r = Math.max(drawn, MIN_DRAW);
+  // -ln(r) lies between 1 - r and 1/r - 1: where both bounds give the same answer (most draws), the
+  // logarithm, the dearest part of the test, is not needed.
+  const low = scale * (1 - r);
+  if (low >= remaining) return true;
+  if (low < remaining * r) return false;
+  return -scale * Math.log(r) >= remaining;
+}
+
+/**
+ * Starts the refresh an XFetch draw asked for: the same background flight as stale-while-revalidate's,
+ * one per key per process (none while any flight of the key runs), within the process-wide cap,
+ * under the lock when asked for.
+ */
+function refreshEarly(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry,
+  delta: number,
+  remaining: number,
+  options: ResolvedOptions,
+  fill: FillFn,
+): void {
+  if (state.flights.get(key) !== undefined) return;
+  const { counters } = state;
+  if (!takeRefreshSlot()) {
+    counters.earlyRefreshesSkipped++;
+    if (hasListeners()) emit({ type: 'refresh-skipped', cache: state.name, key, early: true });
+    return;
+  }
+  counters.earlyRefreshes++;
+  if (hasListeners()) {
+    emit({ type: 'early-refresh', cache: state.name, key, remainingMs: remaining, deltaMs: delta });
+  }
+  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, entry, options);
+  const flight = startBackgroundFlight(state, key, options, fallback);
+  handOff(options, execute(state, flight, options, fill, entry.value, { previous: entry, early: true }));
 }

@@ -2,7 +2,16 @@
 // never-older rule, backend error reporting, timeouts, the Redis-protocol layout) is exported by
 // `@stampede/core/adapter` (src/adapter.ts) instead; test/entry-points.test.ts holds the list.
 export { configure, type StampedeConfig } from './background.js';
-export type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome, MaybePromise } from './cache.js';
+export type {
+  Cache,
+  CacheBus,
+  CacheBusHandlers,
+  CacheEntry,
+  CacheSetOptions,
+  FillLock,
+  FillOutcome,
+  MaybePromise,
+} from './cache.js';
 export type { CheckValue } from './check-value.js';
 export type { Duration, DurationUnit } from './duration.js';
 export {
@@ -14,11 +23,15 @@ export {
 export {
   type BackendErrorEvent,
   type BackendOperation,
+  type BusRecoveryEvent,
   type CheckValueEvent,
+  type EarlyRefreshEvent,
+  type FailSafeEvent,
   type FillEvent,
   type LockWaitEvent,
   onStampedeEvent,
   type RefreshSkippedEvent,
+  type SoftTimeoutEvent,
   type StampedeEvent,
   type StampedeListener,
   type TagInvalidationEvent,
@@ -26,10 +39,11 @@ export {
 } from './events.js';
 export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
 export { jitteredTtl } from './jitter.js';
-export type { FillContext, GetOrComputeOptions } from './options.js';
+export type { EarlyRefreshOptions, FailSafeOptions, FillContext, GetOrComputeOptions } from './options.js';
 // A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
 export type { StandardSchemaV1 } from './standard-schema.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';
 export { invalidateTag, invalidateTags } from './tags.js';
+export { createTieredCache, type TieredCache, type TieredCacheOptions } from './tiered.js';
 export { type GetValueOptions, getValue, invalidate, type SetValueOptions, setValue } from './values.js';

@@ -10,7 +10,38 @@ export type LockWaitResult =
   | { readonly kind: 'value'; readonly entry: CacheEntry }
   | { readonly kind: 'lock'; readonly lock: FillLock }
   | { readonly kind: 'local' }
-  | { readonly kind: 'aborted' };
+  | { readonly kind: 'aborted' }
+  | { readonly kind: 'yielded' };
+
+/** What the flight knows before it contends for the lock. */
+export interface WaitHint {
+  /**
+   * The entry this replica read before starting its fill, if any. Its `delta` (how long the fill
+   * that produced it ran) tells when the holder of the lock is likely to be done.
+   */
+  readonly previous: CacheEntry | undefined;
+  /**
+   * An early refresh (`earlyRefresh`): `previous` is still fresh, so only a newer entry is the
+   * holder's value, and a refresh that loses the lock does not wait it out (see {@link acquireOrWait}).
+   */
+  readonly early: boolean;
+}
+
+/**
+ * When a replica that lost the lock at `lostAt` first looks for the holder's value: the holder took
+ * the lock no later than that, its fill ran `delta` ms last time, and after its fill it writes (and
+ * before it, double-checks the cache): two round trips, each taken to be as long as this replica's
+ * own lost lock attempt (`lostAt - triedAt`). `undefined` without a known `delta`.
+ */
+export function expectedFinish(
+  previous: CacheEntry | undefined,
+  triedAt: number,
+  lostAt: number,
+): number | undefined {
+  const delta = previous?.delta;
+  if (delta === undefined || !(delta >= 0)) return undefined;
+  return lostAt + delta + 2 * Math.max(0, lostAt - triedAt);
+}
 
 function lockWaitEvent(
   state: CacheState,
@@ -25,26 +56,38 @@ function lockWaitEvent(
 
 /**
  * Takes the fleet's fill lock for `key`, or waits for the replica that holds it to write the value.
- * While waiting: sleeps from `lockPollInterval`, doubling to a 1 s ceiling, then reads the cache and
- * tries the lock again, so a crashed holder is replaced once its lock lapses. A push notice
+ * While waiting: sleeps until the holder's expected finish ({@link expectedFinish}, when the entry
+ * read before has a `delta`) or else `lockPollInterval`, then from `lockPollInterval` doubling to a
+ * 1 s ceiling; after each sleep it reads the cache and tries the lock again, so a crashed holder is replaced once its lock lapses. A push notice
  * (`onFillDone`) cuts a sleep short, and its `ready` acknowledgement triggers one read at once (a
  * fill that ended while the subscription was being made was announced to no one); after a failed
  * fill the waiter contends again at once. Neither a value nor the lock within `lockWaitTimeout`, or
  * a backend fault: `'local'`, fill without the lock (bounded extra work, never unavailability); a
  * fault that ends a started wait is a `lockWaitErrors` count and a `lock-wait` event with outcome
  * `'error'`. `signal` aborting (the flight was given up): `'aborted'`.
+ *
+ * An early refresh (`hint.early`) that loses the lock does not wait for the holder: its callers
+ * already have a fresh value. It sleeps once (until the holder's expected finish), reads once, and
+ * ends: `'value'` if the holder's newer entry is there, else `'yielded'`; it never takes the lock
+ * over nor fills without it. Meanwhile its flight keeps this process from contending again for the
+ * key on every hit. Only if the value it meant to replace has expired by then (a holder slower than
+ * its `delta`: callers of this process may have missed and joined the flight) does it go on waiting
+ * as any lock loser does.
  */
 export async function acquireOrWait(
   state: CacheState,
   key: string,
   options: ResolvedOptions,
   signal: AbortSignal,
+  hint?: WaitHint,
 ): Promise<LockWaitResult> {
   const { counters } = state;
+  const triedAt = Date.now();
   const first = await tryLock(state, key, options.lockTtl);
   // A fault before any contention is no wait: it is a `backendErrors` count (and a `backend-error`
   // event) only, with no `lock-wait` event and no `lockWaitErrors`.
-  if (first === 'error') return { kind: 'local' };
+  // An early refresh is not needed yet: on a fault it leaves the key to the fills at its expiry.
+  if (first === 'error') return hint?.early === true ? { kind: 'yielded' } : { kind: 'local' };
   if (first !== undefined) {
     counters.lockAcquired++;
     return { kind: 'lock', lock: first };
@@ -52,6 +95,15 @@ export async function acquireOrWait(
   counters.lockContended++;
   const startedAt = Date.now();
   const deadline = startedAt + options.lockWaitTimeout;
+  const previous = hint?.previous;
+  // For an early refresh, the createdAt the holder's value must be newer than.
+  const newerThan = hint?.early === true && previous !== undefined ? previous.createdAt : undefined;
+  // An early refresh leaves the key to the holder while its value is still fresh. Past its expiry,
+  // misses may have joined the flight: it then waits like any other.
+  const mayYield = (): boolean =>
+    newerThan !== undefined && previous !== undefined && Date.now() < previous.freshUntil;
+  // The first sleep ends at the holder's expected finish, when known; the poll schedule follows.
+  let target = expectedFinish(previous, triedAt, startedAt);
   let delay = options.lockPollInterval;
   let notice: FillOutcome | undefined;
   // The subscription was acknowledged and no read has followed yet. A holder whose fill ended
@@ -97,12 +149,22 @@ export async function acquireOrWait(
         return { kind: 'aborted' };
       }
       const remaining = deadline - Date.now();
+      if (remaining <= 0 && mayYield()) {
+        lockWaitEvent(state, key, startedAt, 'yielded');
+        return { kind: 'yielded' };
+      }
       if (remaining <= 0) {
         counters.lockWaitTimeouts++;
         lockWaitEvent(state, key, startedAt, 'timeout');
         return { kind: 'local' };
       }
-      const slept = notice === undefined && !confirmed ? await nap(Math.min(delay, remaining)) : false;
+      let ms = delay;
+      if (target !== undefined) {
+        const until = target - Date.now();
+        if (until > 0) ms = until;
+        else target = undefined;
+      }
+      const slept = notice === undefined && !confirmed ? await nap(Math.min(ms, remaining)) : false;
       if (signal.aborted) continue;
       const heard = notice;
       notice = undefined;
@@ -110,18 +172,31 @@ export async function acquireOrWait(
       // still filling, and its announcement will now be heard) and no doubling of the poll delay.
       const onlyConfirmed = confirmed && heard === undefined && !slept;
       confirmed = false;
-      if (!onlyConfirmed) delay = Math.min(delay * 2, LOCK_POLL_CEILING);
+      if (!onlyConfirmed) {
+        // The expected finish is used once; the poll schedule then starts at lockPollInterval.
+        if (target !== undefined) target = undefined;
+        else delay = Math.min(delay * 2, LOCK_POLL_CEILING);
+      }
       if (heard !== 'failed') {
         const entry = await readEntryAsync(state, key);
         // Given up while reading (every caller left, or fillTimeout): the loop's top says so.
         if (signal.aborted) continue;
-        if (entry !== undefined && Date.now() < entry.freshUntil) {
+        // An early refresh's previous entry is still fresh: only a newer one is the holder's value.
+        if (
+          entry !== undefined &&
+          Date.now() < entry.freshUntil &&
+          (newerThan === undefined || entry.createdAt > newerThan)
+        ) {
           // Counted by the caller (`lockWaitHits`), which knows whether the flight still wanted it.
           lockWaitEvent(state, key, startedAt, 'hit');
           return { kind: 'value', entry };
         }
       }
       if (onlyConfirmed) continue;
+      if (mayYield()) {
+        lockWaitEvent(state, key, startedAt, 'yielded');
+        return { kind: 'yielded' };
+      }
       const lock = await tryLock(state, key, options.lockTtl);
       if (lock === 'error') {
         // A wait that had started and ended on a backend fault: counted and timed like the others,

@@ -58,6 +58,23 @@ export interface GetOrComputeOptions {
    */
   fillTimeout?: Duration | undefined;
   /**
+   * Refreshes a value ahead of its expiry, so that a key read often enough never expires in front of
+   * its readers (XFetch: Vattani, Chierichetti and Lowenstein, VLDB 2015). On each fresh hit, with
+   * `delta` the duration of the fill that produced the value, a background refresh starts when
+   * `now - delta * beta * Math.log(random()) >= freshUntil`: the closer the expiry and the slower
+   * the fill, the likelier. `beta` above 1 refreshes earlier, below 1 later. The refresh is the same
+   * background flight as a stale-while-revalidate one: one per key per process, within
+   * `configure({ maxBackgroundRefreshes })`, and with `distributedFillLock` one per key fleet-wide
+   * (a replica that finds the lock taken keeps serving its fresh value; see `earlyRefreshes` in
+   * `stats()`). Nothing happens without `ttl`, or for an entry whose fill duration is unknown (one
+   * written by `setValue` or by an older release). A draw below 2^-53 counts as 2^-53, so the
+   * refresh never comes more than about `36.7 * delta * beta` ahead of expiry.
+   * @default undefined (off); `true` means `{ beta: 1 }`
+   * @example
+   * getOrComputeWith(cache, 'top10', { ttl: '30s', earlyRefresh: true, distributedFillLock: true }, fill)
+   */
+  earlyRefresh?: boolean | EarlyRefreshOptions | undefined;
+  /**
    * Hands a background refresh's promise to the platform so it outlives the request
    * (`ctx.waitUntil` on Cloudflare Workers, `waitUntil` from `@vercel/functions`).
    * @default undefined
@@ -82,6 +99,59 @@ export interface GetOrComputeOptions {
    * @default undefined (no check)
    */
   checkValue?: CheckValue | undefined;
+  /**
+   * Fail-safe: when a fill fails (throws, rejects, or passes `fillTimeout`) while a previous value of
+   * the key is at most `maxStale` past the end of its freshness, every caller of that fill (the one
+   * that ran it and the ones that joined it) gets that previous value instead of a
+   * `CacheFillError`, and the value is re-armed: written back fresh for `throttle`, locally and in a
+   * remote cache, so neither this process nor the fleet retries the failing source before then.
+   * Without such a value the callers get the error, as without fail-safe. `true` takes the
+   * defaults; see {@link FailSafeOptions}.
+   *
+   * With it, entries are kept physically for `ttl + max(staleWhileRevalidate, maxStale)` (the
+   * envelope's freshness and stale-while-revalidate times do not change: past them the value is a
+   * miss, and only a failing fill falls back on it). An invalidated key never comes back through
+   * fail-safe. The options of the call that starts a fill decide for every caller of that fill.
+   * @default undefined (off)
+   */
+  failSafe?: boolean | FailSafeOptions | undefined;
+  /**
+   * With fail-safe's previous value at hand, a fill still running after this long answers its
+   * callers with that value; the fill goes on in the background (bounded by `fillTimeout`, and
+   * counted against the process-wide background-refresh cap while it runs: when the cap is reached,
+   * callers keep waiting for it) and writes its result when it lands. Without a previous value the
+   * callers wait as usual. Needs `failSafe` (a `TypeError` without it).
+   * @default undefined (callers wait for the fill)
+   */
+  softTimeout?: Duration | undefined;
+}
+
+/** The settings of {@link GetOrComputeOptions.failSafe}. */
+export interface FailSafeOptions {
+  /**
+   * How long after the end of its freshness (its `ttl`) a previous value may still answer for a
+   * failing fill. Re-arming does not extend it: a value re-armed again and again is given up
+   * `ttl + maxStale` after the fill that produced it started.
+   * @default '1d'
+   */
+  maxStale?: Duration | undefined;
+  /**
+   * How long a value that answered for a failing fill is fresh again (re-armed), so that the
+   * failing source is tried at most once per `throttle` per key (per process; fleet-wide on a
+   * remote cache). At least 1 ms.
+   * @default '30s'
+   */
+  throttle?: Duration | undefined;
+}
+
+/** The `earlyRefresh` option in its object form. */
+export interface EarlyRefreshOptions {
+  /**
+   * How eagerly to refresh: the refresh's head start scales with `delta * beta`. A finite number
+   * above 0.
+   * @default 1
+   */
+  beta?: number | undefined;
 }
 
 /**
@@ -95,7 +165,7 @@ export interface FillContext<T = unknown> {
   readonly signal: AbortSignal;
   /** The last known value (stale or expired but still readable), if any. */
   readonly stale: T | undefined;
-  /** True when this fill is a stale-while-revalidate background refresh. */
+  /** True when this fill is a background refresh (stale-while-revalidate, or `earlyRefresh`). */
   readonly background: boolean;
 }
 
@@ -112,7 +182,22 @@ export interface ResolvedOptions {
   readonly waitUntil: ((promise: Promise<unknown>) => void) | undefined;
   readonly tags: readonly string[] | undefined;
   readonly check: ValueCheck | undefined;
+  readonly failSafe: ResolvedFailSafe | undefined;
+  readonly softTimeout: number | undefined;
+  /** `earlyRefresh`'s beta; 0 when off (also when there is no `ttl`). */
+  readonly earlyRefresh: number;
 }
+
+/** {@link FailSafeOptions} after validation, in milliseconds. */
+export interface ResolvedFailSafe {
+  readonly maxStale: number;
+  readonly throttle: number;
+}
+
+/** Default {@link FailSafeOptions.maxStale}, ms (1 day). */
+export const DEFAULT_FAIL_SAFE_MAX_STALE = 86_400_000;
+/** Default {@link FailSafeOptions.throttle}, ms. */
+export const DEFAULT_FAIL_SAFE_THROTTLE = 30_000;
 
 /** Default lock expiry, ms. */
 export const DEFAULT_LOCK_TTL = 10_000;
@@ -137,7 +222,34 @@ export function ttlOnly(ttl: number | undefined): ResolvedOptions {
     waitUntil: undefined,
     tags: undefined,
     check: undefined,
+    failSafe: undefined,
+    softTimeout: undefined,
+    earlyRefresh: 0,
   };
+}
+
+const FAIL_SAFE_DEFAULTS: ResolvedFailSafe = {
+  maxStale: DEFAULT_FAIL_SAFE_MAX_STALE,
+  throttle: DEFAULT_FAIL_SAFE_THROTTLE,
+};
+
+function resolveFailSafe(option: GetOrComputeOptions['failSafe']): ResolvedFailSafe | undefined {
+  if (option === undefined || option === false) return undefined;
+  if (option === true) return FAIL_SAFE_DEFAULTS;
+  if (typeof option !== 'object' || option === null) {
+    throw new TypeError(
+      `options.failSafe must be a boolean or an object; got ${option === null ? 'null' : typeof option}`,
+    );
+  }
+  const maxStale =
+    option.maxStale === undefined
+      ? DEFAULT_FAIL_SAFE_MAX_STALE
+      : toMilliseconds(option.maxStale, 'options.failSafe.maxStale');
+  const throttle =
+    option.throttle === undefined
+      ? DEFAULT_FAIL_SAFE_THROTTLE
+      : toPositiveMilliseconds(option.throttle, 'options.failSafe.throttle');
+  return { maxStale, throttle };
 }
 
 function isAbortSignal(value: unknown): value is AbortSignal {
@@ -183,6 +295,17 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   }
   const tags = toTags(options.tags, 'options.tags');
   const check = toValueCheck(options.checkValue, 'options.checkValue');
+  const failSafe = resolveFailSafe(options.failSafe);
+  const softTimeout =
+    options.softTimeout === undefined
+      ? undefined
+      : toPositiveMilliseconds(options.softTimeout, 'options.softTimeout');
+  if (softTimeout !== undefined && failSafe === undefined) {
+    throw new TypeError(
+      "options.softTimeout needs options.failSafe (it answers with fail-safe's previous value)",
+    );
+  }
+  const early = earlyRefreshBeta(options.earlyRefresh);
   return {
     ttl,
     grace,
@@ -195,5 +318,29 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
     waitUntil,
     tags,
     check,
+    failSafe,
+    softTimeout,
+    // Without a ttl nothing expires, so nothing is refreshed ahead of expiry.
+    earlyRefresh: ttl === undefined ? 0 : early,
   };
+}
+
+/** `earlyRefresh` as its beta (0 for off), naming the field at fault. */
+function earlyRefreshBeta(option: unknown): number {
+  if (option === undefined || option === false) return 0;
+  if (option === true) return 1;
+  if (typeof option !== 'object' || option === null) {
+    throw new TypeError(
+      `options.earlyRefresh must be a boolean or { beta?: number }; got ${option === null ? 'null' : typeof option}`,
+    );
+  }
+  const beta = (option as EarlyRefreshOptions).beta;
+  if (beta === undefined) return 1;
+  if (typeof beta !== 'number') {
+    throw new TypeError(`options.earlyRefresh.beta must be a number; got ${typeof beta}`);
+  }
+  if (!(beta > 0 && beta < Number.POSITIVE_INFINITY)) {
+    throw new RangeError(`options.earlyRefresh.beta must be a finite number above 0; got ${String(beta)}`);
+  }
+  return beta;
 }

@@ -15,6 +15,12 @@ export interface CacheState {
   /** Asynchronous reads in flight, by key: concurrent callers share one backend read. */
   readonly reads: Map<string, Promise<CacheEntry | undefined>>;
   warnedNoLock: boolean;
+  /**
+   * When keys were last invalidated or set directly, kept a minute (`fail-safe.ts`): an older entry
+   * never becomes a fail-safe fallback. Created on first use (a state made by another copy of the
+   * core may lack it).
+   */
+  invalidatedAt?: Map<string, number>;
 }
 
 // The state hangs off the cache object under a symbol (one property load on the hit path); a frozen

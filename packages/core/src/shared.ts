@@ -63,6 +63,11 @@ export interface Shared {
    * an older copy lacks it, which means the runtime's default ({@link runsIsolatedRequests}).
    */
   isolatedRequests?: boolean;
+  /**
+   * The random source of `earlyRefresh` (`configure({ random })`). Optional: a shared object made
+   * by an older copy lacks it, which means `Math.random`.
+   */
+  random?: () => number;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');

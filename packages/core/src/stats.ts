@@ -12,16 +12,25 @@ import { shared } from './shared.js';
  * 3. Every started fill, foreground or background refresh, ends its lock protocol in exactly one of
  *    `fills` (the fill function ran), `lockWaitHits` (another replica's value) and `fillsCancelled`
  *    (given up before the fill function ran):
- *    `misses - coalescedWaits + backgroundRefreshes === fills + lockWaitHits + fillsCancelled`.
+ *    `misses - coalescedWaits + backgroundRefreshes + earlyRefreshes === fills + lockWaitHits + fillsCancelled`.
  * 4. A started fill fails at most once: `fillFailures + fillTimeouts <= fills + fillsCancelled`, and
- *    `backgroundRefreshFailures <= backgroundRefreshes`.
+ *    `backgroundRefreshFailures <= backgroundRefreshes + earlyRefreshes`.
  * 5. A stale hit starts at most one refresh: `backgroundRefreshes + backgroundRefreshesSkipped <= staleHits`.
  * 6. A wait ends at most once without a value or the lock: `lockWaitTimeouts + lockWaitErrors <= lockContended`,
  *    and every `lockWaitErrors` is also a `backendErrors`: `lockWaitErrors <= backendErrors`.
- * 7. `checkValueFailures` counts every value that failed `checkValue`: a cached one read by a call
- *    (that call is also one of `misses`), a fill result (also one of `fillFailures`), a value found
- *    through the lock (the fill then runs instead: not a `lockWaitHits`), and one read by `getValue`.
- * 8. `tagInvalidations` counts tags (an `invalidateTags` of three tags adds 3), not values.
+ * 7. Fail-safe answers only for a fill that failed or timed out, once per fill:
+ *    `failSafeActivations <= fillFailures + fillTimeouts`.
+ * 8. A soft timeout answers the callers of a foreground fill at most once per fill:
+ *    `softTimeouts <= misses - coalescedWaits` (the fill it cut short is still counted in `fills`
+ *    and, if it later fails, in `fillFailures` or `fillTimeouts`; it is not a `backgroundRefreshes`).
+ * 9. On a tiered cache (`createTieredCache`, counted under its own name), every fresh hit was found
+ *    in its local or its remote cache: `hits <= l1Hits + l2Hits`. The other caches count 0 in the
+ *    four tiered counters.
+ * 10. A fresh hit starts at most one early refresh: `earlyRefreshes + earlyRefreshesSkipped <= hits`.
+ * 11. `checkValueFailures` counts every value that failed `checkValue`: a cached one read by a call
+ *     (that call is also one of `misses`), a fill result (also one of `fillFailures`), a value found
+ *     through the lock (the fill then runs instead: not a `lockWaitHits`), and one read by `getValue`.
+ * 12. `tagInvalidations` counts tags (an `invalidateTags` of three tags adds 3), not values.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -40,7 +49,8 @@ export interface StampedeStats {
   fillTimeouts: number;
   /**
    * Fills given up before the fill function ran: every caller left, or `fillTimeout` passed, while
-   * the distributed lock protocol was still running (only with `distributedFillLock`).
+   * the distributed lock protocol was still running (only with `distributedFillLock`); or an early
+   * refresh that left the refresh to the replica holding the lock (see `earlyRefreshes`).
    */
   fillsCancelled: number;
   /** Misses that awaited a fill already in flight in this process instead of starting one. */
@@ -51,6 +61,16 @@ export interface StampedeStats {
   backgroundRefreshFailures: number;
   /** Stale reads that did not start a refresh because the process-wide cap was reached. */
   backgroundRefreshesSkipped: number;
+  /**
+   * `earlyRefresh` refreshes started (fresh hits that drew a refresh ahead of expiry). Not counted
+   * in `backgroundRefreshes`, which stale hits start; a failure counts in `backgroundRefreshFailures`.
+   * One that finds another replica holding the fill lock leaves the refresh to it: it ends in
+   * `lockWaitHits` when that replica's new value is there by its one look (at the holder's expected
+   * finish), else in `fillsCancelled`.
+   */
+  earlyRefreshes: number;
+  /** Fresh hits that drew an early refresh but did not start it because the process-wide cap was reached. */
+  earlyRefreshesSkipped: number;
   /** Distributed fill locks taken. */
   lockAcquired: number;
   /** Lock attempts that found another holder (counted once per wait). */
@@ -76,6 +96,27 @@ export interface StampedeStats {
   checkValueFailures: number;
   /** Tags invalidated by `invalidateTag`/`invalidateTags` (one per tag, whatever it held). */
   tagInvalidations: number;
+  /**
+   * Failed or timed-out fills whose callers got the previous value instead of an error (`failSafe`),
+   * which was then re-armed fresh for `throttle`. Also counted in `fillFailures` or `fillTimeouts`.
+   */
+  failSafeActivations: number;
+  /**
+   * Fills whose callers got the previous value after `softTimeout` while the fill went on in the
+   * background.
+   */
+  softTimeouts: number;
+  /** Tiered caches: reads answered by the local cache (L1) with a fresh entry, no remote command. */
+  l1Hits: number;
+  /** Tiered caches: reads that missed L1 and found an entry in the remote cache (L2). */
+  l2Hits: number;
+  /** Tiered caches: local copies evicted because another replica changed the key (bus messages). */
+  busEvictions: number;
+  /**
+   * Tiered caches: times the invalidation bus came back after a disconnection and the local cache
+   * was cleared (messages may have been missed meanwhile).
+   */
+  busRecoveries: number;
 }
 
 /** The counter names of {@link StampedeStats}, in a stable order. */
@@ -92,6 +133,8 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'backgroundRefreshes',
   'backgroundRefreshFailures',
   'backgroundRefreshesSkipped',
+  'earlyRefreshes',
+  'earlyRefreshesSkipped',
   'lockAcquired',
   'lockContended',
   'lockWaitHits',
@@ -100,6 +143,12 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'backendErrors',
   'checkValueFailures',
   'tagInvalidations',
+  'failSafeActivations',
+  'softTimeouts',
+  'l1Hits',
+  'l2Hits',
+  'busEvictions',
+  'busRecoveries',
 ];
 
 function zero(): StampedeStats {
@@ -116,6 +165,8 @@ function zero(): StampedeStats {
     backgroundRefreshes: 0,
     backgroundRefreshFailures: 0,
     backgroundRefreshesSkipped: 0,
+    earlyRefreshes: 0,
+    earlyRefreshesSkipped: 0,
     lockAcquired: 0,
     lockContended: 0,
     lockWaitHits: 0,
@@ -124,6 +175,12 @@ function zero(): StampedeStats {
     backendErrors: 0,
     checkValueFailures: 0,
     tagInvalidations: 0,
+    failSafeActivations: 0,
+    softTimeouts: 0,
+    l1Hits: 0,
+    l2Hits: 0,
+    busEvictions: 0,
+    busRecoveries: 0,
   };
 }
 
@@ -179,4 +236,15 @@ export function reportBackendError(
 ): void {
   countersFor(cacheName).backendErrors++;
   if (hasListeners()) emit({ type: 'backend-error', cache: cacheName, key, operation, error });
+}
+
+/**
+ * Tells the user about a condition of the backend that breaks a guarantee (a Redis that may evict
+ * the fill lock, a user that may not run scripts): written with `console.warn` and emitted as a
+ * `warning` event, as the core's own one-time warnings are. The adapter calls it once per cause;
+ * nothing is counted.
+ */
+export function reportWarning(cacheName: string, message: string): void {
+  console.warn(message);
+  if (hasListeners()) emit({ type: 'warning', cache: cacheName, message });
 }

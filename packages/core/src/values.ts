@@ -2,6 +2,7 @@ import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
 import type { Cache } from './cache.js';
 import { type CheckValue, toValueCheck } from './check-value.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
+import { recordInvalidation } from './fail-safe.js';
 import { checkedEntry, checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
@@ -38,6 +39,8 @@ export interface GetValueOptions {
 function supersede(state: CacheState, key: string): void {
   // A read already in flight may predate this change: later callers must read afresh.
   state.reads.delete(key);
+  // ...and an entry read before it must not come back as a fail-safe fallback.
+  recordInvalidation(state, key);
   const flight = state.flights.get(key);
   if (flight !== undefined) {
     flight.invalidated = true;

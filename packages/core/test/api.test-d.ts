@@ -3,13 +3,16 @@ import {
   type Cache,
   type CacheFillError,
   type Duration,
+  type FailSafeOptions,
   type FillContext,
+  type GetOrComputeOptions,
   getOrCompute,
   getOrComputeWith,
   getValue,
   invalidate,
   isCacheFillError,
   jitteredTtl,
+  type StampedeEvent,
   type StampedeStats,
   setValue,
   stats,
@@ -59,6 +62,18 @@ describe('public signatures', () => {
     expectTypeOf(invalidate(cache, 'k')).toEqualTypeOf<Promise<void>>();
     expectTypeOf(jitteredTtl('5m', 0.2)).toEqualTypeOf<number>();
     expectTypeOf(stats()).toEqualTypeOf<StampedeStats>();
+  });
+
+  it('failSafe takes true or { maxStale, throttle } durations; softTimeout a duration; events narrow', () => {
+    expectTypeOf<{ failSafe: true; softTimeout: '200ms' }>().toMatchTypeOf<GetOrComputeOptions>();
+    expectTypeOf<{ failSafe: { maxStale: '1h'; throttle: 30_000 } }>().toMatchTypeOf<GetOrComputeOptions>();
+    expectTypeOf<{ failSafe: { maxStale: '1 hour' } }>().not.toMatchTypeOf<GetOrComputeOptions>();
+    expectTypeOf<FailSafeOptions['throttle']>().toEqualTypeOf<Duration | undefined>();
+    expectTypeOf<Extract<StampedeEvent, { type: 'fail-safe' }>['reason']>().toEqualTypeOf<
+      'error' | 'timeout'
+    >();
+    expectTypeOf<Extract<StampedeEvent, { type: 'soft-timeout' }>['durationMs']>().toEqualTypeOf<number>();
+    expectTypeOf<StampedeStats['failSafeActivations']>().toEqualTypeOf<number>();
   });
 
   it('the Cache interface allows synchronous adapters', () => {

@@ -7,6 +7,7 @@ export const MAIN_ENTRY: readonly string[] = [
   'CacheFillError',
   'STAT_NAMES',
   'configure',
+  'createTieredCache',
   'getOrCompute',
   'getOrComputeWith',
   'getValue',
@@ -43,6 +44,7 @@ export const ADAPTER_ENTRY: readonly string[] = [
   // the never-older rule, errors and backend faults
   'messageOf',
   'reportBackendError',
+  'reportWarning',
   'shouldReplace',
   // bounding a backend call in time
   'raceTimeout',

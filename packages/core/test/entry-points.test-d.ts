@@ -44,6 +44,8 @@ describe('the adapter kit types stay out of the main entry', () => {
     expectTypeOf<Main.CacheSetOptions>().toEqualTypeOf<Adapter.CacheSetOptions>();
     expectTypeOf<Main.FillLock>().toEqualTypeOf<Adapter.FillLock>();
     expectTypeOf<Main.FillOutcome>().toEqualTypeOf<Adapter.FillOutcome>();
+    expectTypeOf<Main.CacheBus>().toEqualTypeOf<Adapter.CacheBus>();
+    expectTypeOf<Main.CacheBusHandlers>().toEqualTypeOf<Adapter.CacheBusHandlers>();
     expectTypeOf<Main.MaybePromise<string>>().toEqualTypeOf<Adapter.MaybePromise<string>>();
     expectTypeOf<Main.Duration>().toEqualTypeOf<Adapter.Duration>();
   });

@@ -46,6 +46,8 @@ describe('a failing fill never poisons the key', () => {
         expect(waiter?.kind).toBe('fill_failed');
         expect(waiter?.message).toBe('db down');
         expect(waiter?.intoFill()).toBeUndefined();
+        // ES2022 cause: the original error, the very object the leader's cause is.
+        expect(waiter?.cause).toBe(leader?.cause);
       }
       expect(cache.calls.set).toBe(0);
       expect(cache.backend.entries.size).toBe(0);

@@ -72,10 +72,14 @@ describe('isolated request contexts: joiners watch the fill from their own conte
     const leader = settle(getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => gate.promise));
     const joiner = settle(getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => 'unused'));
     await vi.advanceTimersByTimeAsync(50);
-    gate.reject(new Error('db down'));
+    const cause = new Error('db down');
+    gate.reject(cause);
     await vi.advanceTimersByTimeAsync(10);
     expect((await leader).ok).toBe(false);
-    expect(failure(await joiner).message).toMatch(/db down/);
+    const error = failure(await joiner);
+    expect(error.message).toMatch(/db down/);
+    expect(error.kind).toBe('fill_failed');
+    expect(error.cause).toBe(cause);
   });
 
   it('concurrent callers each read the backend themselves (no read shared across requests)', async () => {
@@ -96,6 +100,34 @@ describe('isolated request contexts: joiners watch the fill from their own conte
     await vi.advanceTimersByTimeAsync(50);
     for (const call of sharing) expect(await call).toEqual({ ok: true, value: 'v' });
     expect(shared.calls.get).toBe(1);
+  });
+
+  it('fail-safe: joiners watching from their own context get the previous value on a failure and after a soft timeout', async () => {
+    const cache = testCache();
+    const options = { ttl: 1_000, failSafe: true, softTimeout: 100 } as const;
+    await getOrComputeWith(cache, 'k', options, () => 'v1');
+    await vi.advanceTimersByTimeAsync(1_000);
+    const failing = deferred<string>();
+    const leader = settle(getOrComputeWith(cache, 'k', options, () => failing.promise));
+    const joiner = settle(getOrComputeWith(cache, 'k', options, () => 'unused'));
+    await vi.advanceTimersByTimeAsync(50);
+    failing.reject(new Error('db down'));
+    await vi.advanceTimersByTimeAsync(10);
+    expect(await leader).toEqual({ ok: true, value: 'v1' });
+    expect(await joiner).toEqual({ ok: true, value: 'v1' });
+
+    // Past the re-armed throttle (30 s): a slow fill, and the soft timeout answers the watcher too.
+    await vi.advanceTimersByTimeAsync(30_000);
+    const slow = deferred<string>();
+    const slowLeader = settle(getOrComputeWith(cache, 'k', options, () => slow.promise));
+    const slowJoiner = settle(getOrComputeWith(cache, 'k', options, () => 'unused'));
+    await vi.advanceTimersByTimeAsync(110);
+    expect(await slowLeader).toEqual({ ok: true, value: 'v1' });
+    expect(await slowJoiner).toEqual({ ok: true, value: 'v1' });
+    slow.resolve('v2');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(cache.backend.read('k')?.value).toBe('v2');
+    expect(stats()).toMatchObject({ failSafeActivations: 1, softTimeouts: 1 });
   });
 
   it('a joiner leaves on its own signal or fillTimeout; the fill goes on and is written, even when every caller left', async () => {

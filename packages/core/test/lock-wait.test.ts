@@ -48,6 +48,74 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(stats()).toMatchObject({ lockContended: 1, lockWaitTimeouts: 1, fills: 1, lockAcquired: 0 });
   });
 
+  it("the first poll comes at the holder's expected finish (the delta of the entry read before), then the usual schedule", async () => {
+    const backend = new Backend();
+    // An expired entry still readable, whose fill took 300 ms; someone else holds the lock.
+    backend.write(
+      'k',
+      { value: 'old', createdAt: T0 - 60_000, freshUntil: T0 - 1, staleUntil: T0 + 60_000, delta: 300 },
+      60_000,
+    );
+    backend.lock('k', 60_000);
+    const { cache, attempts } = replica(backend);
+    const fill = vi.fn(() => 'local');
+    const answer = getOrComputeWith(cache, 'k', LOCKED, fill);
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(await answer).toBe('local');
+    expect(attempts).toEqual([0, 300, 350, 450, 650, 1_050, 1_850, 2_850, 3_850, 4_850, 5_000]);
+  });
+
+  it("with the entry's delta a loser takes the holder's value as soon as it lands, without it at the next poll", async () => {
+    for (const delta of [300, undefined]) {
+      resetStats();
+      const backend = new Backend();
+      const expired = {
+        value: 'old',
+        createdAt: Date.now() - 60_000,
+        freshUntil: Date.now() - 1,
+        staleUntil: Date.now() + 60_000,
+      };
+      backend.write('k', delta === undefined ? expired : { ...expired, delta }, 60_000);
+      const holder = replica(backend);
+      const loser = replica(backend);
+      const a = getOrComputeWith(holder.cache, 'k', LOCKED, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return 'new';
+      });
+      await vi.advanceTimersByTimeAsync(0);
+      const waits: LockWaitEvent[] = [];
+      const off = onStampedeEvent((event) => {
+        if (event.type === 'lock-wait') waits.push(event);
+      });
+      const loserFill = vi.fn(() => 'loser');
+      const b = getOrComputeWith(loser.cache, 'k', LOCKED, loserFill);
+      await vi.advanceTimersByTimeAsync(1_000);
+      off();
+      expect([await a, await b]).toEqual(['new', 'new']);
+      expect(loserFill).not.toHaveBeenCalled();
+      // Polls without a delta: 50, 150, 350 ms.
+      expect(waits.map((w) => [w.outcome, w.durationMs])).toEqual([['hit', delta === undefined ? 350 : 300]]);
+      expect(loser.attempts.map((t) => t - (loser.attempts[0] ?? 0))).toEqual(
+        delta === undefined ? [0, 50, 150] : [0],
+      );
+    }
+  });
+
+  it("a loser at or past the holder's expected finish falls back to the usual schedule", async () => {
+    const backend = new Backend();
+    backend.write(
+      'k',
+      { value: 'old', createdAt: T0 - 60_000, freshUntil: T0 - 1, staleUntil: T0 + 60_000, delta: 0 },
+      60_000,
+    );
+    backend.lock('k', 60_000);
+    const { cache, attempts } = replica(backend);
+    const answer = getOrComputeWith(cache, 'k', { ...LOCKED, lockWaitTimeout: 400 }, () => 'local');
+    await vi.advanceTimersByTimeAsync(400);
+    expect(await answer).toBe('local');
+    expect(attempts).toEqual([0, 50, 150, 350, 400]);
+  });
+
   it("a loser gets the winner's value from the cache and never fills", async () => {
     const backend = new Backend();
     const winner = replica(backend);

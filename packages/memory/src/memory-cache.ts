@@ -27,8 +27,9 @@ export interface MemoryCache extends Cache {
    * Writes synchronously, unless a newer entry is already there or the key was deleted (or the
    * cache cleared) after `entry.createdAt`. An already expired entry (physical `ttl` of 0, or
    * `staleUntil` not after now) removes what is stored instead, unless that is newer.
+   * @returns `false` when the write was refused, else `true`
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): void;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): boolean;
   /**
    * Deletes synchronously. A fill that started before the delete cannot write its value back; one
    * that started in the same millisecond can (see the README, "Deletes and in-flight fills").
@@ -130,17 +131,18 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       lru.delete(key);
       return undefined;
     },
-    set(key: string, entry: CacheEntry, { ttl, direct }: CacheSetOptions): void {
+    set(key: string, entry: CacheEntry, { ttl, direct }: CacheSetOptions): boolean {
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
-      if (direct !== true && deletedAfter(key, entry.createdAt)) return;
-      if (!shouldReplace(lru.peek(key), entry)) return;
+      if (direct !== true && deletedAfter(key, entry.createdAt)) return false;
+      if (!shouldReplace(lru.peek(key), entry)) return false;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
       // ttl 0) wants the next read to see, and that is a miss.
       // So does an entry a tag invalidated already (a fill that started before the invalidation).
       if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now()) || taggedOut(entry))
         lru.delete(key);
       else lru.set(key, entry, { ttl });
+      return true;
     },
     delete(key: string): void {
       lru.delete(key);

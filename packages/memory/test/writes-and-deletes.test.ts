@@ -183,3 +183,18 @@ describe("the memory adapter's own delete and clear during a fill (memory)", () 
     expect(cache.get('k')).toBeUndefined();
   });
 });
+
+describe("set answers whether it stored the write (what a tiered cache's L1 follows)", () => {
+  it('true when stored or when an expired write removed the value; false when refused', () => {
+    const cache = createMemoryCache();
+    const now = Date.now();
+    expect(cache.set('k', entry('a', now), { ttl: 60_000 })).toBe(true);
+    expect(cache.set('k', entry('older', now - 1), { ttl: 60_000 })).toBe(false);
+    expect(cache.get('k')?.value).toBe('a');
+    cache.delete('k');
+    expect(cache.set('k', entry('fill before the delete', now - 1), { ttl: 60_000 })).toBe(false);
+    expect(cache.set('k', entry('direct', now - 1), { ttl: 60_000, direct: true })).toBe(true);
+    expect(cache.set('k', entry('expired', now), { ttl: 0 })).toBe(true);
+    expect(cache.get('k')).toBeUndefined();
+  });
+});

@@ -11,12 +11,16 @@ const HELP: Record<keyof StampedeStats, string> = {
   fillFailures: 'Fills that threw or rejected.',
   fillTimeouts: 'Fills that did not settle within fillTimeout.',
   fillsCancelled:
-    'Fills given up before the fill function ran (every caller left, or fillTimeout passed, during the lock wait).',
+    'Fills given up before the fill function ran (every caller left, or fillTimeout passed, during the lock wait; or an early refresh left to the lock holder).',
   coalescedWaits: 'Misses that awaited a fill already in flight in this process instead of starting one.',
   backgroundRefreshes: 'Stale-while-revalidate refreshes started.',
   backgroundRefreshFailures: 'Background refreshes that failed (the stale value was kept).',
   backgroundRefreshesSkipped:
     'Stale reads that did not start a refresh because the process-wide cap was reached.',
+  earlyRefreshes:
+    'Refreshes started ahead of expiry by earlyRefresh (fresh hits that drew one; not in background_refreshes).',
+  earlyRefreshesSkipped:
+    'Fresh hits that drew an early refresh but did not start it because the process-wide cap was reached.',
   lockAcquired: 'Distributed fill locks taken.',
   lockContended: 'Lock attempts that found another holder (counted once per wait).',
   lockWaitHits:
@@ -28,6 +32,14 @@ const HELP: Record<keyof StampedeStats, string> = {
   checkValueFailures:
     'Values that failed checkValue: cached ones (read as misses) and fill results (failed fills).',
   tagInvalidations: 'Tags invalidated by invalidateTag/invalidateTags (one per tag).',
+  failSafeActivations:
+    'Failed or timed-out fills whose callers got the previous value (failSafe), re-armed fresh for its throttle.',
+  softTimeouts:
+    'Fills whose callers got the previous value after softTimeout while the fill went on in the background.',
+  l1Hits: 'Tiered caches: reads answered by the local cache (L1) with a fresh entry, no remote command.',
+  l2Hits: 'Tiered caches: reads that missed L1 and found an entry in the remote cache (L2).',
+  busEvictions: "Tiered caches: local copies evicted on another replica's invalidation bus message.",
+  busRecoveries: 'Tiered caches: invalidation bus reconnections after which the local cache was cleared.',
 };
 
 /**

@@ -55,7 +55,7 @@ export function createHistograms(
   });
   const lockWait = new Histogram({
     name: lockWaitName,
-    help: "How long replicas waited on another replica's fill lock, by cache and outcome ('hit', 'acquired', 'timeout', 'aborted' or 'error').",
+    help: "How long replicas waited on another replica's fill lock, by cache and outcome ('hit', 'acquired', 'timeout', 'aborted', 'error' or 'yielded').",
     labelNames: ['cache', 'outcome'],
     buckets: [...lockWaitBuckets],
     registers: [],

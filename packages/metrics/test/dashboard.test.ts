@@ -110,7 +110,7 @@ describe('dashboards/stampede.json', () => {
     }
   });
 
-  it('shows fills vs coalesced waits, hit ratio, stale served, lock contention and fill duration quantiles', () => {
+  it('shows fills vs coalesced waits, hit ratio, stale served, lock contention, fill duration quantiles and fail-safe answers', () => {
     const used = new Set(exprs.flatMap(metricNamesIn));
     for (const name of [
       'stampede_fills_total',
@@ -123,6 +123,8 @@ describe('dashboards/stampede.json', () => {
       'stampede_lock_wait_errors_total',
       'stampede_fill_duration_seconds_bucket',
       'stampede_lock_wait_duration_seconds_bucket',
+      'stampede_fail_safe_activations_total',
+      'stampede_soft_timeouts_total',
     ])
       expect(used).toContain(name);
     expect(

@@ -1,5 +1,7 @@
 import {
   type Cache,
+  configure,
+  createTieredCache,
   getOrCompute,
   getOrComputeWith,
   invalidateTags,
@@ -80,6 +82,8 @@ describe('registerStampedeMetrics', () => {
     expect(handle.metricNames).toContain('stampede_coalesced_waits_total');
     expect(handle.metricNames).toContain('stampede_lock_wait_timeouts_total');
     expect(handle.metricNames).toContain('stampede_background_refreshes_skipped_total');
+    expect(handle.metricNames).toContain('stampede_fail_safe_activations_total');
+    expect(handle.metricNames).toContain('stampede_soft_timeouts_total');
     expect(handle.metricNames).toHaveLength(STAT_NAMES.length + 2);
     expect(registry.getMetricsAsArray().map((metric) => metric.name)).toEqual(handle.metricNames);
   });
@@ -101,6 +105,27 @@ describe('registerStampedeMetrics', () => {
     expect(sample(third, 'stampede_hits_total', { cache: 'scrapes' })).toBe(2);
     expect(sample(third, 'stampede_fills_total', { cache: 'scrapes' })).toBe(1);
     expect(third).not.toContain('SCRAPE-KEY');
+  });
+
+  it('counts early refreshes as stampede_early_refreshes_total', async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    const cache = createMemoryCache({ name: 'early' });
+    const options = { ttl: 60_000, earlyRefresh: true } as const;
+    // An entry whose fill took 100 s, 5 s from expiry: with random() at 0.5 the head start is 69 s.
+    const now = Date.now();
+    const fresh = { createdAt: now, freshUntil: now + 5_000, staleUntil: now + 5_000 };
+    cache.set('k', { value: 1, ...fresh, delta: 100_000 }, { ttl: 60_000 });
+    configure({ random: () => 0.5 });
+    try {
+      expect(await getOrComputeWith(cache, 'k', options, () => 2)).toBe(1);
+    } finally {
+      configure({ random: Math.random });
+    }
+    const text = await registry.metrics();
+    expect(sample(text, 'stampede_early_refreshes_total', { cache: 'early' })).toBe(1);
+    expect(sample(text, 'stampede_early_refreshes_skipped_total', { cache: 'early' })).toBe(0);
+    expect(sample(text, 'stampede_background_refreshes_total', { cache: 'early' })).toBe(0);
   });
 
   it('labels a failing fill outcome="error" and counts the failure', async () => {
@@ -146,6 +171,32 @@ describe('registerStampedeMetrics', () => {
       1,
     );
     expect(text).not.toContain('SLOW-KEY');
+  });
+
+  it('counts fail-safe activations and soft timeouts (stampede_fail_safe_activations_total, stampede_soft_timeouts_total)', async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    const cache = createMemoryCache({ name: 'outage' });
+    const options = { ttl: '20ms', failSafe: true, softTimeout: '10ms' } as const;
+    expect(await getOrComputeWith(cache, 'k', options, () => 'last good')).toBe('last good');
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    // The database is down: the caller gets the last good value, re-armed for the throttle (30 s).
+    const down = await getOrComputeWith(cache, 'k', options, () => {
+      throw new Error('database down');
+    });
+    expect(down).toBe('last good');
+    // A slow database on another key: after softTimeout the caller has the last value; the fill lands later.
+    await getOrComputeWith(cache, 'slow', options, () => 'old');
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'slow', options, () => gate.promise)).toBe('old');
+    gate.resolve('new');
+    const text = await registry.metrics();
+
+    expect(sample(text, 'stampede_fail_safe_activations_total', { cache: 'outage' })).toBe(1);
+    expect(sample(text, 'stampede_soft_timeouts_total', { cache: 'outage' })).toBe(1);
+    expect(sample(text, 'stampede_fill_failures_total', { cache: 'outage' })).toBe(1);
+    expect(text).toContain('# HELP stampede_fail_safe_activations_total Failed or timed-out fills');
   });
 
   it('observes lock waits by outcome: another replica filled, or the wait timed out', async () => {
@@ -248,6 +299,27 @@ describe('registerStampedeMetrics', () => {
     expect(sample(text, 'stampede_tag_invalidations_total', { cache: 'checked' })).toBe(2);
     expect(text).not.toContain('CHECK-KEY');
     expect(text).not.toContain('TAG-LABEL');
+  });
+
+  it("exports a tiered cache's L1 and L2 hits under its name", async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    // Two memory caches stand for L1 and L2 (no bus: nothing to evict or recover).
+    const remote = createMemoryCache({ name: 'tiered-remote' });
+    const first = createTieredCache({ local: createMemoryCache(), remote, name: 'tiered-a' });
+    const second = createTieredCache({ local: createMemoryCache(), remote, name: 'tiered-b' });
+    await getOrCompute(first, 'k:TIERED-KEY-91c4', '1m', () => 'v');
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await getOrCompute(second, 'k:TIERED-KEY-91c4', '1m', () => 'never');
+    await getOrCompute(second, 'k:TIERED-KEY-91c4', '1m', () => 'never');
+    const text = await registry.metrics();
+
+    expect(sample(text, 'stampede_l2_hits_total', { cache: 'tiered-b' })).toBe(1);
+    expect(sample(text, 'stampede_l1_hits_total', { cache: 'tiered-b' })).toBe(1);
+    expect(sample(text, 'stampede_hits_total', { cache: 'tiered-b' })).toBe(2);
+    expect(sample(text, 'stampede_bus_evictions_total', { cache: 'tiered-b' })).toBe(0);
+    expect(sample(text, 'stampede_bus_recoveries_total', { cache: 'tiered-b' })).toBe(0);
+    expect(text).not.toContain('TIERED-KEY');
   });
 
   it("defaults to prom-client's global registry", async () => {

@@ -17,7 +17,7 @@ export interface NodeRedisSubscriber {
   unsubscribe(channel: string): Promise<unknown>;
   destroy(): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
-  on(event: 'end', listener: () => void): unknown;
+  on(event: 'end' | 'ready' | 'reconnecting', listener: () => void): unknown;
 }
 
 /**
@@ -34,7 +34,13 @@ export interface NodeRedisClient {
   ): Promise<unknown>;
   evalSha(sha: string, options: ScriptOptions): Promise<unknown>;
   eval(script: string, options: ScriptOptions): Promise<unknown>;
+  /** For the invalidation bus. */
+  publish(channel: string, message: string): Promise<unknown>;
   duplicate(): NodeRedisSubscriber;
+  /** `SCRIPT LOAD`: used, when present, to load the scripts as the cache is created. */
+  scriptLoad?(script: string): Promise<unknown>;
+  /** `CONFIG GET`: used, when present, to read the eviction policy once. */
+  configGet?(parameters: string): Promise<unknown>;
   /** False once the client is closed (or before `connect()`). */
   readonly isOpen: boolean;
   on(event: 'end', listener: () => void): unknown;
@@ -52,5 +58,7 @@ export function protocolClient(client: NodeRedisClient): RedisProtocolClient {
     eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
     // Synchronous, so the first EVALSHA of a script leaves in the same tick as its caller.
     sha1: (text) => createHash('sha1').update(text).digest('hex'),
+    scriptLoad: client.scriptLoad?.bind(client),
+    configGet: client.configGet?.bind(client),
   };
 }

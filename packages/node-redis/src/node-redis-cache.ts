@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -8,6 +9,7 @@ import type {
   SerializerOption,
 } from '@stampede/core/adapter';
 import {
+  busChannel,
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
@@ -59,6 +61,15 @@ export interface NodeRedisCacheOptions {
    * @default true
    */
   pushWakeUp?: boolean | undefined;
+  /**
+   * A second node-redis client, already connected (another Redis, or another database of one), that
+   * holds the fill locks and carries the announcements of fills ending (SET NX of the lock, its
+   * release and extension, the PUBLISH, and the subscriber, duplicated from this client), while
+   * values stay on `client`. Give one whose server never evicts (`maxmemory-policy noeviction`) when
+   * the values' server may. Every replica sharing the prefix must use the same lock server. You own it.
+   * @default undefined (locks live on `client`)
+   */
+  lockClient?: NodeRedisClient | undefined;
 }
 
 /** A {@link Cache} on Redis through node-redis, with the distributed fill lock and push wake-up. */
@@ -68,16 +79,25 @@ export interface NodeRedisCache extends Cache {
   readonly prefix: string;
   /** The client given in the options. */
   readonly client: NodeRedisClient;
+  /** Where the fill locks live: the `lockClient` given in the options, else `client`. */
+  readonly lockClient: NodeRedisClient;
   /** The entry for `key`, its times on this process's clock; a tombstone or expired entry is `undefined`. */
   get(key: string): Promise<CacheEntry | undefined>;
-  /** Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script). */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  /**
+   * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
+   * Resolves `false` when it refused the write.
+   */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /** Replaces the entry with a tombstone kept `tombstoneTtl` ms. */
   delete(key: string): Promise<void>;
   /** `value` through the serializer and back: what a later `get` returns for it. */
   roundTrip(value: unknown): unknown;
-  /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
-  tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * `SET NX PX` with a random token (on the lock client); `undefined` when another holder has the
+   * lock. The capability itself is `undefined` once Redis has refused a script (warned about once):
+   * the core then protects in-process only instead of waiting out `lockWaitTimeout`.
+   */
+  readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
    * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
    * kept without expiry): entries carrying the tag created before it read as misses on every
@@ -86,20 +106,32 @@ export interface NodeRedisCache extends Cache {
   invalidateTags(tags: readonly string[]): Promise<void>;
   /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
+   * published on the lock client (the client unless `lockClient` is given: pub/sub is per server, so
+   * the bus lives where the subscriber does), heard on the cache's subscriber connection (the one
+   * push wake-up uses).
+   * It reaches caches of every binding (ioredis, node-redis, Upstash) on the same prefix.
+   */
+  readonly bus: CacheBus;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
   close(): Promise<void>;
 }
 
+function isNodeRedisClient(client: unknown): boolean {
+  if (typeof client !== 'object' || client === null) return false;
+  const candidate = client as Partial<NodeRedisClient>;
+  return typeof candidate.evalSha === 'function' && typeof candidate.duplicate === 'function';
+}
+
 function checkOptions(options: NodeRedisCacheOptions): void {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
-  const { client, pushWakeUp } = options;
-  if (
-    typeof client !== 'object' ||
-    client === null ||
-    typeof client.evalSha !== 'function' ||
-    typeof client.duplicate !== 'function'
-  ) {
+  const { client, pushWakeUp, lockClient } = options;
+  if (!isNodeRedisClient(client)) {
     throw new TypeError('options.client must be a node-redis client (createClient() of `redis`)');
+  }
+  if (lockClient !== undefined && !isNodeRedisClient(lockClient)) {
+    throw new TypeError('options.lockClient must be a node-redis client (createClient() of `redis`)');
   }
   if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
     throw new TypeError('options.pushWakeUp must be a boolean');
@@ -111,6 +143,10 @@ function checkOptions(options: NodeRedisCacheOptions): void {
  * `@stampede/redis-protocol`: the same entries, tombstones and lock as `@stampede/redis` (ioredis)
  * and `@stampede/upstash` under the same prefix. Connect the client yourself first.
  *
+ * Creating the cache starts its warm-up in the background (nothing to await, nothing thrown): the
+ * scripts are loaded, the server clock measured, the subscriber connected and the eviction policy
+ * of the lock's server read (a one-time `warning` when it can evict a lock).
+ *
  * @example
  * import { createClient } from 'redis';
  * const client = createClient({ url: process.env.REDIS_URL });
@@ -120,6 +156,7 @@ function checkOptions(options: NodeRedisCacheOptions): void {
 export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisCache {
   checkOptions(options);
   const { client, pushWakeUp = true } = options;
+  const lockClient = options.lockClient ?? client;
   const parsed = parseRedisProtocolOptions(options, 'node-redis');
   const { prefix, name } = parsed;
   const createError = (...args: ConstructorParameters<typeof NodeRedisCacheError>) =>
@@ -130,23 +167,46 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     operationTimeout: parsed.operationTimeout,
     createError,
   });
-  const cache = createRedisProtocolCache(
-    createRedisProtocolContext(protocolClient(client), prefix, operations),
-    { serializer: parsed.serializer, tombstoneTtl: parsed.tombstoneTtl, createError },
+  const context = createRedisProtocolContext(
+    protocolClient(client),
+    prefix,
+    operations,
+    lockClient === client ? undefined : protocolClient(lockClient),
   );
-  const notifier = createNotifier(client, prefix, operations);
+  const cache = createRedisProtocolCache(context, {
+    serializer: parsed.serializer,
+    tombstoneTtl: parsed.tombstoneTtl,
+    createError,
+  });
+  const notifier = createNotifier(lockClient, prefix, operations);
+  const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
+  // A closed client gets no commands (they would only fail) and no subscriber.
+  if (client.isOpen) {
+    void cache.warmUp();
+    if (pushWakeUp) notifier.warm();
+  }
+  const channel = busChannel(prefix);
 
   return {
     name,
     prefix,
     client,
+    lockClient,
     get: (key) => cache.get(key),
     set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
-    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    get tryAcquireFillLock() {
+      return cache.lockUsable ? tryAcquireFillLock : undefined;
+    },
     invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone: (key, listener) => (pushWakeUp ? notifier.listen(key, listener) : () => {}),
+    bus: {
+      async publish(message) {
+        await operations.call('publish', undefined, () => lockClient.publish(channel, message));
+      },
+      subscribe: (handlers) => notifier.subscribeBus(handlers),
+    },
     async close() {
       notifier.close();
     },

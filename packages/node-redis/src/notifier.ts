@@ -1,11 +1,20 @@
-import type { FillOutcome } from '@stampede/core/adapter';
-import { type OperationRunner, remoteKeys } from '@stampede/redis-protocol';
+import type { CacheBusHandlers, FillOutcome } from '@stampede/core/adapter';
+import { busChannel, callSafely, type OperationRunner, remoteKeys } from '@stampede/redis-protocol';
 import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
 
 /** Push wake-up: one subscriber connection per cache, shared by every waiting key. */
 export interface Notifier {
   /** Calls `listener` when a fill of `key` ends on any replica; returns the function that stops it. */
   listen(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /** Opens the subscriber connection now (unless closed), so the first wait does not pay for it. */
+  warm(): void;
+  /**
+   * Listens on the invalidation bus channel of the prefix, on the same subscriber connection.
+   * `subscribed` is called once SUBSCRIBE is acknowledged and again each time the connection is
+   * ready after a reconnection (node-redis re-subscribes before it reports ready); `lost` when it
+   * starts reconnecting.
+   */
+  subscribeBus(handlers: CacheBusHandlers): () => void;
   /** Closes the subscriber connection, if one was opened. */
   close(): void;
 }
@@ -13,8 +22,9 @@ export interface Notifier {
 type Listeners = Set<(outcome: FillOutcome) => void>;
 
 /**
- * A notifier on `client`. The subscriber is `client.duplicate()`, connected on the first `listen`
- * (a process that never waits never opens it) and owned by this cache, unlike the client. It
+ * A notifier on `client` (the cache's lock client: fill ends are published where the locks live).
+ * The subscriber is `client.duplicate()`, connected by `warm` when the cache is created (or on the
+ * first `listen`) and owned by this cache, unlike the client. It
  * follows the client's end: once the user's client has closed, the subscriber is destroyed too, so
  * a process whose owner closed its clients can exit without also calling `cache.close()`.
  */
@@ -26,6 +36,25 @@ export function createNotifier(
   const channels = new Map<string, Listeners>();
   let subscriber: { connection: NodeRedisSubscriber; connected: Promise<unknown> } | undefined;
   let closed = false;
+  const bus = busChannel(prefix);
+  const busHandlers = new Set<CacheBusHandlers>();
+  // 'subscribing': SUBSCRIBE sent; 'acked': the handlers hear the bus; 'lost': the connection is
+  // reconnecting (node-redis re-subscribes on its own, and 'ready' follows its acknowledgement).
+  let busState: 'idle' | 'subscribing' | 'acked' | 'lost' = 'idle';
+  const busDispatch = (message: string): void => {
+    for (const handlers of [...busHandlers]) callSafely(() => handlers.message(message));
+  };
+  const busAcknowledged = (): void => {
+    busState = 'acked';
+    for (const handlers of [...busHandlers]) {
+      if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+    }
+  };
+  const busLost = (): void => {
+    if (busState !== 'acked') return;
+    busState = 'lost';
+    for (const handlers of [...busHandlers]) if (handlers.lost) callSafely(() => handlers.lost?.());
+  };
 
   // node-redis hands each subscription its own listener: one dispatcher serves every channel.
   const dispatch = (message: string, channel: string): void => {
@@ -44,6 +73,8 @@ export function createNotifier(
     const current = subscriber;
     subscriber = undefined;
     channels.clear();
+    busLost();
+    busState = 'idle';
     client.off('end', drop);
     current?.connection.destroy();
   };
@@ -57,6 +88,12 @@ export function createNotifier(
     // Connection faults surface as failed or timed-out subscribes; node-redis reconnects and
     // re-subscribes on its own, and waiters poll meanwhile.
     connection.on('error', () => {});
+    connection.on('reconnecting', () => {
+      if (subscriber?.connection === connection) busLost();
+    });
+    connection.on('ready', () => {
+      if (subscriber?.connection === connection && busState === 'lost') busAcknowledged();
+    });
     connection.on('end', () => {
       // Ended on its own (its reconnect strategy gave up): the next `listen` opens a new one.
       if (subscriber?.connection === connection) drop();
@@ -97,6 +134,52 @@ export function createNotifier(
         const current = subscriber;
         if (closed || current === undefined) return;
         send('unsubscribe', key, () => current.connection.unsubscribe(channel));
+      };
+    },
+    warm() {
+      if (!closed) connect();
+    },
+    subscribeBus(handlers) {
+      if (closed) return () => {};
+      busHandlers.add(handlers);
+      const current = connect();
+      if (busState === 'acked') {
+        if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+      } else if (busState === 'idle' && current !== undefined) {
+        busState = 'subscribing';
+        operations
+          .call(
+            'subscribe',
+            undefined,
+            async () => {
+              await current.connected;
+              await current.connection.subscribe(bus, busDispatch);
+            },
+            // Acknowledged after `operationTimeout`: the handlers hear the bus from then on.
+            () => {
+              if (subscriber === current && busState === 'idle') busAcknowledged();
+            },
+          )
+          .then(
+            () => {
+              if (subscriber === current && busState === 'subscribing') busAcknowledged();
+            },
+            (error: unknown) => {
+              if (subscriber === current && busState === 'subscribing') busState = 'idle';
+              operations.report('subscribe', undefined, error);
+            },
+          );
+      }
+      return () => {
+        if (!busHandlers.delete(handlers) || busHandlers.size !== 0) return;
+        const active = subscriber;
+        busState = 'idle';
+        if (closed || active === undefined) return;
+        operations
+          .call('unsubscribe', undefined, () => active.connection.unsubscribe(bus))
+          .catch((error: unknown) => {
+            operations.report('subscribe', undefined, error);
+          });
       };
     },
     close() {

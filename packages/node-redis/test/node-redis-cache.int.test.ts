@@ -66,12 +66,14 @@ describe('createNodeRedisCache options', () => {
 });
 
 describe('the subscriber connection', () => {
-  it('opens on the first wait, and close() closes it but never the client', async () => {
+  it('opens as the cache is created (before any wait), and close() closes it but never the client', async () => {
     const { client, name } = await namedClient();
     const cache = createNodeRedisCache({ client, prefix: randomPrefix('nr-sub') });
-    expect(await connectionsNamed(name)).toBe(1);
-    const stop = cache.onFillDone('k', () => {});
     await waitFor(async () => (await connectionsNamed(name)) === 2, { timeout: 5_000 });
+    // The first wait uses it: no third connection.
+    const stop = cache.onFillDone('k', () => {});
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await connectionsNamed(name)).toBe(2);
     stop();
     await cache.close();
     await waitFor(async () => (await connectionsNamed(name)) === 1, { timeout: 5_000 });

@@ -70,22 +70,22 @@ describe('a node-redis and an ioredis cache with one prefix', () => {
 
   it('contend for one lock, and survive a SCRIPT FLUSH (NOSCRIPT falls back to EVAL)', async () => {
     const [nodeRedis, redis] = pair();
-    const held = await redis.tryAcquireFillLock('k', 5_000);
+    const held = await redis.tryAcquireFillLock?.('k', 5_000);
     expect(held).toBeDefined();
-    expect(await nodeRedis.tryAcquireFillLock('k', 5_000)).toBeUndefined();
+    expect(await nodeRedis.tryAcquireFillLock?.('k', 5_000)).toBeUndefined();
     await held?.release('filled');
-    const next = await nodeRedis.tryAcquireFillLock('k', 5_000);
+    const next = await nodeRedis.tryAcquireFillLock?.('k', 5_000);
     expect(next).toBeDefined();
-    expect(await redis.tryAcquireFillLock('k', 5_000)).toBeUndefined();
+    expect(await redis.tryAcquireFillLock?.('k', 5_000)).toBeUndefined();
     await client.scriptFlush();
     expect(await next?.extend?.(5_000)).toBe(true);
     await next?.release('filled');
-    expect(await redis.tryAcquireFillLock('k', 5_000)).toBeDefined();
+    expect(await redis.tryAcquireFillLock?.('k', 5_000)).toBeDefined();
   });
 
   it("wakes a node-redis lock loser on the ioredis holder's announcement, well before its poll", async () => {
     const [nodeRedis, redis] = pair();
-    const held = await redis.tryAcquireFillLock('hot', 10_000);
+    const held = await redis.tryAcquireFillLock?.('hot', 10_000);
     expect(held).toBeDefined();
     const woken = new Promise<string>((resolve) => {
       const stop = nodeRedis.onFillDone('hot', (outcome) => {

@@ -1,14 +1,15 @@
 import {
   type CacheEntry,
   type CacheSetOptions,
-  ENVELOPE_VERSION,
   type FillLock,
   messageOf,
   roundTripValue,
   type Serializer,
 } from '@stampede/core/adapter';
+import type { RedisProtocolClient } from './client.js';
 import type { RedisProtocolContext } from './context.js';
 import type { RedisProtocolErrorFactory } from './errors.js';
+import { checkEvictionPolicy } from './eviction.js';
 import { acquireFillLock } from './fill-lock.js';
 import {
   createServerClock,
@@ -22,12 +23,16 @@ import {
 } from './layout.js';
 import {
   DELETE_SCRIPT,
+  EXTEND_SCRIPT,
   GET_SCRIPT,
   GET_SCRIPT_WITHOUT_FLAGS,
   INVALIDATE_TAGS_SCRIPT,
+  type LuaScript,
+  RELEASE_SCRIPT,
   TIME_SCRIPT,
   WRITE_SCRIPT,
 } from './scripts.js';
+import { createSlowReadWatch } from './slow-reads.js';
 
 /** What {@link createRedisProtocolCache} needs besides the context. */
 export interface RedisProtocolCacheSettings {
@@ -49,9 +54,10 @@ export interface RedisProtocolCache {
   /**
    * Writes `entry` with `PX ttl` through the write guard, unless a newer entry or tombstone is
    * there; an entry that would read as a miss at once removes what is stored instead.
+   * @returns `false` when the guard refused the write, else `true`
    * @throws an `E_STAMPEDE_BACKEND_ENCODE` error for a value the serializer refuses
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /** Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl`. */
   delete(key: string): Promise<void>;
   /** `value` through the serializer and back: what a later `get` returns for it. */
@@ -63,6 +69,20 @@ export interface RedisProtocolCache {
    * entries carrying one of them created at or before it read as misses from then on.
    */
   invalidateTags(tags: readonly string[]): Promise<void>;
+  /**
+   * False once Redis refused a script (see `ServerAccess.scripts`): a lock could not be released, so
+   * a binding then reports no fill lock (`tryAcquireFillLock` undefined) and the core protects
+   * in-process only, instead of making every herd wait out `lockWaitTimeout`.
+   */
+  readonly lockUsable: boolean;
+  /**
+   * Prepares for the first herd in the background, so that it runs like a warm one: loads every
+   * script on its server (`SCRIPT LOAD`, where the client can), measures the server clock, checks
+   * that the lock client may run scripts and reads its eviction policy (a one-time warning when it
+   * can evict a lock). Never rejects; the first fault (other than a refusal of SCRIPT LOAD or CONFIG)
+   * is reported once as a `backend-error` with operation `'warm-up'`.
+   */
+  warmUp(): Promise<void>;
 }
 
 /**
@@ -80,6 +100,7 @@ export function createRedisProtocolCache(
   const clock = createServerClock(() =>
     operations.call('time', undefined, () => runScript(TIME_SCRIPT, [], [])),
   );
+  const slowReads = createSlowReadWatch(operations.name, operations.operationTimeout);
 
   // In a Cluster, the read script may touch the tags' keys only when they share the entry's slot.
   const tagsApart = client.cluster === true && !prefixPinsSlot(prefix);
@@ -91,19 +112,22 @@ export function createRedisProtocolCache(
     try {
       return await runScript(getScript, keys, [prefix]);
     } catch (error) {
-      if (getScript !== GET_SCRIPT || !/compil|shebang|unexpected symbol/i.test(messageOf(error)))
-        throw error;
+      // A user whose ACL refuses scripts still reads what others wrote (the runner turned
+      // `access.scripts` off on this refusal): this read and the next ones go apart.
+      if (!context.access.scripts) return readApart(key);
+      if (getScript !== GET_SCRIPT || !FLAGS_REFUSED.test(messageOf(error))) throw error;
       getScript = GET_SCRIPT_WITHOUT_FLAGS;
       return runScript(getScript, keys, [prefix]);
     }
   };
-  // Cluster without a slot-pinning prefix: GET, then (only for a tagged entry) its tags' keys.
+  // Cluster without a slot-pinning prefix, or no scripts allowed: GET, then (only for a tagged
+  // entry) its tags' keys.
   const readApart = async (key: string): Promise<unknown> => {
     const stored = await client.get(remoteKeys(prefix, key).value);
     const header = typeof stored === 'string' ? TAGGED_HEADER.exec(stored) : null;
     if (header === null) return stored;
-    const createdAt = Number(header[1]);
-    const tags = (header[2] ?? '').split(',').filter((tag) => tag.length !== 0);
+    const createdAt = Number(header[1] ?? header[2]);
+    const tags = (header[3] ?? '').split(',').filter((tag) => tag.length !== 0);
     const times = await Promise.all(tags.map((tag) => client.get(`${prefix}{${tag}}:tag`)));
     return times.some((at) => at !== null && at !== undefined && Number(at) >= createdAt) ? null : stored;
   };
@@ -112,7 +136,14 @@ export function createRedisProtocolCache(
     async get(key) {
       // Started before the GET so that, on first use, both travel together.
       const offset = clock.current();
-      const stored = await operations.call('get', key, () => (tagsApart ? readApart(key) : read(key)));
+      const sentAt = Date.now();
+      const stored = await operations.call(
+        'get',
+        key,
+        () => (tagsApart || !context.access.scripts ? readApart(key) : read(key)),
+        (late) => slowReads.late(key, late, Date.now() - sentAt),
+      );
+      slowReads.answered(key);
       try {
         return decodeStored(stored, serializer, await offset);
       } catch (cause) {
@@ -138,11 +169,13 @@ export function createRedisProtocolCache(
         );
       }
       const { text, createdAt, px } = args;
-      await operations.keepAlive(
+      const wrote = await operations.keepAlive(
         operations.call('set', key, () =>
           runScript(WRITE_SCRIPT, [remoteKeys(prefix, key).value], [text, createdAt, px, args.direct ?? '']),
         ),
       );
+      // The script answers 0 when it refused the write (a newer entry or tombstone is there).
+      return !(wrote === 0 || wrote === '0');
     },
     async delete(key) {
       await operations.keepAlive(
@@ -169,8 +202,63 @@ export function createRedisProtocolCache(
         ),
       );
     },
+    get lockUsable() {
+      return context.access.scripts;
+    },
+    warmUp() {
+      return warmUp(context, () => clock.current());
+    },
   };
 }
 
-// The header of a tagged envelope: its createdAt (server clock) and its encoded tags.
-const TAGGED_HEADER = new RegExp(`^s${ENVELOPE_VERSION}t\\|(-?\\d+)\\|\\d*\\|\\d*\\|([^|]*)\\|`);
+// The header of a tagged envelope (`s1t|` or `s2t|`, with a `delta`): its createdAt (server clock)
+// and its encoded tags.
+const TAGGED_HEADER = /^(?:s1t\|(-?\d+)\|\d*\|\d*\||s2t\|(-?\d+)\|\d*\|\d*\|\d+\|)([^|]*)\|/;
+
+// Every read runs GET_SCRIPT (see `read`), so it is loaded with the writes' scripts.
+const VALUE_SCRIPTS: readonly LuaScript[] = [GET_SCRIPT, WRITE_SCRIPT, DELETE_SCRIPT, TIME_SCRIPT];
+// A server before Redis 7 cannot compile GET_SCRIPT's flags: not a fault (reads then send it
+// without them).
+const FLAGS_REFUSED = /compil|shebang|unexpected symbol/i;
+const LOCK_SCRIPTS: readonly LuaScript[] = [RELEASE_SCRIPT, EXTEND_SCRIPT];
+
+/** See {@link RedisProtocolCache.warmUp}; `measureClock` starts the server clock's first measurement. */
+async function warmUp(context: RedisProtocolContext, measureClock: () => unknown): Promise<void> {
+  const { client, lockClient, operations, runLockScript } = context;
+  const separate = lockClient !== client;
+  let reported = false;
+  const report = (error: unknown): void => {
+    if (reported || isRefusal(error) || FLAGS_REFUSED.test(messageOf(error))) return;
+    reported = true;
+    operations.report('warm-up', undefined, error);
+  };
+  const load = (target: RedisProtocolClient, scripts: readonly LuaScript[]): Promise<unknown>[] => {
+    const scriptLoad = target.scriptLoad;
+    if (scriptLoad === undefined) return [];
+    return scripts.map((script) =>
+      operations.call('script load', undefined, () => scriptLoad.call(target, script.source)).catch(report),
+    );
+  };
+  // Sent in this order on each connection, so the EVALSHAs below find their scripts loaded.
+  const loaded = [
+    ...load(client, separate ? VALUE_SCRIPTS : [...VALUE_SCRIPTS, ...LOCK_SCRIPTS]),
+    ...(separate ? load(lockClient, [...LOCK_SCRIPTS, TIME_SCRIPT]) : []),
+  ];
+  // The clock's first measurement runs a script on the value client: a refusal shows here, before
+  // the first lock is taken. The lock client, when separate, is asked the same way.
+  const probes: Promise<unknown>[] = [Promise.resolve(measureClock())];
+  if (separate) {
+    probes.push(
+      // A refusal turns scripting off in the runner (`ServerAccess`); it is not a fault to report.
+      operations.call('time', undefined, () => runLockScript(TIME_SCRIPT, [], [])).catch(report),
+    );
+  }
+  await Promise.all([...loaded, ...probes, checkEvictionPolicy(lockClient, operations.name, separate)]);
+}
+
+// A refused SCRIPT LOAD or CONFIG is the user's choice: scripts still run by EVAL, and the eviction
+// policy is left unchecked. A refused script is warned about by `ServerAccess`.
+function isRefusal(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : '';
+  return /\bNOPERM\b|user executing the script can't|unknown command/i.test(message);
+}

@@ -33,4 +33,16 @@ export interface RedisProtocolClient {
    * @default false
    */
   readonly cluster?: boolean | undefined;
+  /**
+   * `SCRIPT LOAD script` (on every primary, for a cluster), so the first EVALSHA after a deploy or
+   * a server restart does not pay a NOSCRIPT refusal and a second round trip with EVAL.
+   * @default undefined (scripts are loaded by the first EVAL that needs them)
+   */
+  scriptLoad?(script: string): Promise<unknown>;
+  /**
+   * `CONFIG GET pattern` as name/value pairs (a record, or Redis's flat `[name, value, ...]` list),
+   * to check the eviction policy. Managed Redis often refuses CONFIG: a rejection is tolerated.
+   * @default undefined (the policy is not checked)
+   */
+  configGet?(pattern: string): Promise<unknown>;
 }

@@ -1,3 +1,4 @@
+export { createServerAccess, isPermissionError, type ServerAccess } from './access.js';
 export {
   createRedisProtocolCache,
   type RedisProtocolCache,
@@ -15,8 +16,10 @@ export {
   type RedisProtocolErrorFactory,
   type RedisProtocolErrorOptions,
 } from './errors.js';
+export { checkEvictionPolicy, evictionRisk } from './eviction.js';
 export { acquireFillLock, fillLockHandle } from './fill-lock.js';
 export {
+  busChannel,
   checkRemotePrefix,
   createServerClock,
   DELETE_LUA,
@@ -69,4 +72,5 @@ export {
   TIME_SCRIPT,
   WRITE_SCRIPT,
 } from './scripts.js';
+export { createSlowReadWatch, SLOW_READ_STREAK, type SlowReadWatch } from './slow-reads.js';
 export { randomToken } from './web-crypto.js';

@@ -5,7 +5,6 @@
 import {
   type CacheEntry,
   decodeEnvelope,
-  ENVELOPE_VERSION,
   encodeEnvelope,
   encodeTag,
   integerText,
@@ -83,6 +82,18 @@ export function tagKey(prefix: string, tag: string): string {
 export function prefixPinsSlot(prefix: string): boolean {
   const open = prefix.indexOf('{');
   return open !== -1 && prefix.indexOf('}', open + 2) !== -1;
+}
+
+/**
+ * The pub/sub channel of the invalidation bus of every cache on `prefix`: `<prefix>bus`. It cannot
+ * be a key's channel (those end in `}:done`), and caches on one prefix share it, whichever binding
+ * (ioredis, node-redis, Upstash) they use.
+ *
+ * @example
+ * busChannel('stampede:') // 'stampede:bus'
+ */
+export function busChannel(prefix: string): string {
+  return `${prefix}bus`;
 }
 
 /** What a tombstone (a delete's marker, holding its time) starts with; envelopes start with `s<version>|`. */
@@ -221,8 +232,9 @@ export function remoteWriteArgs(
  * none; for a removal, the tombstone's), ARGV[4] '1' for a direct write. Refuses (0) when the stored
  * entry is newer or (unless the write is direct) a tombstone is newer than the fill's start, so a
  * fill never replaces a newer value nor undoes an invalidation that happened after it started. A removal that is not refused leaves a tombstone at its createdAt.
- * Only a well-formed header of this envelope version counts as an entry: anything else stored there
- * (garbage, another version) reads as a miss, so it must never block the write that repairs it.
+ * Only a well-formed header of an envelope version this release reads (`s1|` without `delta`, `s2|`
+ * with it, and their tagged forms `s1t|`, `s2t|`) counts as an entry: anything else stored there (garbage, another version) reads as a
+ * miss, so it must never block the write that repairs it.
  * Every time compared here is the Redis server's clock (tombstones from `TIME`, entries converted
  * by the writer's {@link ServerClock}), never two replicas' clocks against each other.
  */
@@ -234,7 +246,8 @@ if current then
   if deleted then
     if ARGV[4] ~= '1' and tonumber(deleted) > created then return 0 end
   else
-    local stored = string.match(current, '^s${ENVELOPE_VERSION}t?|(%-?%d+)|%d*|%d*|')
+    local stored = string.match(current, '^s1t?|(%-?%d+)|%d*|%d*|')
+      or string.match(current, '^s2t?|(%-?%d+)|%d*|%d*|%d+|')
     if stored and tonumber(stored) > created then return 0 end
   end
 end
@@ -265,9 +278,9 @@ return 1
 `.trim();
 
 /**
- * Lua: KEYS[1] value key; ARGV[1] the prefix. `GET` of the entry, except that a tagged entry one of
- * whose tags was invalidated at or after its `createdAt` reads as nil: one round trip for a tagged
- * hit, compared on the server's clock. It reads each tag's key (see {@link tagKey}) by a name built
+ * Lua: KEYS[1] value key; ARGV[1] the prefix. `GET` of the entry, except that a tagged entry (`s1t|`
+ * or `s2t|`) one of whose tags was invalidated at or after its `createdAt` reads as nil: one round
+ * trip for a tagged hit, compared on the server's clock. It reads each tag's key (see {@link tagKey}) by a name built
  * from the envelope, so in Redis Cluster every key must share a slot (a prefix with a hash tag);
  * without one, the adapter reads the tags apart (see the README). Sent with the `no-writes` flag
  * ({@link NO_WRITES}) so that it runs, like a `GET`, on a read-only replica and while writes are
@@ -276,7 +289,8 @@ return 1
 export const TAGGED_GET_LUA = `
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
-local created, tags = string.match(v, '^s${ENVELOPE_VERSION}t|(%-?%d+)|%d*|%d*|([^|]*)|')
+local created, tags = string.match(v, '^s1t|(%-?%d+)|%d*|%d*|([^|]*)|')
+if not created then created, tags = string.match(v, '^s2t|(%-?%d+)|%d*|%d*|%d+|([^|]*)|') end
 if not created then return v end
 created = tonumber(created)
 for enc in string.gmatch(tags, '[^,]+') do

@@ -1,6 +1,6 @@
 import { encodeEnvelope } from '@stampede/core/adapter';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { checkRemotePrefix, remoteKeys } from '../src/index.js';
+import { busChannel, checkRemotePrefix, remoteKeys } from '../src/index.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -61,6 +61,17 @@ describe('remoteWriteArgs', () => {
     expect(args).toEqual({ text: 's1|310000|370000|380000|"v"', createdAt: '310000', px: '70000' });
     expect(decodeStored(args.text, undefined, 300_000)).toEqual(entry);
     expect(decodeStored(args.text, undefined, -300_000)?.createdAt).toBe(610_000);
+  });
+
+  it("keeps an entry's delta through the clock shift: it is a duration, not a time", async () => {
+    const { decodeStored, remoteWriteArgs } = await import('../src/index.js');
+    const timed = { ...entry, delta: 250 };
+    const args = remoteWriteArgs(timed, 70_000, { offset: 300_000, tombstoneTtl: 5_000, now: 10_000 });
+    expect(args).toEqual({ text: 's2|310000|370000|380000|250|"v"', createdAt: '310000', px: '70000' });
+    expect(decodeStored(args.text, undefined, 300_000)).toEqual(timed);
+    expect(decodeStored(args.text, undefined, -300_000)).toMatchObject({ createdAt: 610_000, delta: 250 });
+    // An envelope of the first release (no delta) still reads, shifted, without one.
+    expect(decodeStored('s1|310000|370000|380000|"v"', undefined, 300_000)).toEqual(entry);
   });
 
   it('is a removal (a tombstone at createdAt) for a ttl of 0 or an entry already past staleUntil', async () => {
@@ -194,5 +205,15 @@ describe('createServerClock', () => {
     fail = false;
     expect(await clock.current()).toBe(7);
     expect(read).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe('busChannel', () => {
+  it('is <prefix>bus, never a name of a key', () => {
+    expect(busChannel('stampede:')).toBe('stampede:bus');
+    for (const key of ['bus', '}bus', 'b', '']) {
+      const names = Object.values(remoteKeys('stampede:', key));
+      expect(names).not.toContain(busChannel('stampede:'));
+    }
   });
 });

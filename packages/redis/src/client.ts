@@ -15,5 +15,16 @@ export function protocolClient(client: RedisClient): RedisProtocolClient {
     // Synchronous, so the first EVALSHA of a script leaves in the same tick as its caller.
     sha1: (text) => createHash('sha1').update(text).digest('hex'),
     cluster: (client as { isCluster?: boolean }).isCluster === true,
+    scriptLoad: (text) => {
+      if (!isCluster(client)) return client.script('LOAD', text);
+      // EVALSHA goes to the node of its key: every primary needs the script. Before the cluster
+      // knows its nodes there is nowhere to load it; the first EVAL on each node does it then.
+      return Promise.all(client.nodes('master').map((node) => node.script('LOAD', text)));
+    },
+    configGet: (pattern) => client.config('GET', pattern),
   };
+}
+
+function isCluster(client: RedisClient): client is Cluster {
+  return typeof (client as Partial<Cluster>).nodes === 'function';
 }

@@ -10,6 +10,8 @@ import { RedisCacheError } from './errors.js';
 /** What the parts of one Redis cache share. */
 export interface RedisContext {
   readonly client: RedisClient;
+  /** Where locks live and fill ends are published: `lockClient` when given, else `client`. */
+  readonly lockClient: RedisClient;
   readonly name: string;
   readonly prefix: string;
   readonly operationTimeout: number;
@@ -26,12 +28,13 @@ export interface RedisContext {
   report(operation: BackendOperation, key: string | undefined, error: unknown): void;
 }
 
-/** The context of a cache named `name` on `client`. */
+/** The context of a cache named `name` on `client`, with its locks on `lockClient` (default `client`). */
 export function createContext(
   client: RedisClient,
   name: string,
   prefix: string,
   operationTimeout: number,
+  lockClient: RedisClient = client,
 ): RedisContext {
   const operations = createOperationRunner({
     name,
@@ -42,10 +45,16 @@ export function createContext(
   });
   return {
     client,
+    lockClient,
     name,
     prefix,
     operationTimeout,
-    protocol: createRedisProtocolContext(protocolClient(client), prefix, operations),
+    protocol: createRedisProtocolContext(
+      protocolClient(client),
+      prefix,
+      operations,
+      lockClient === client ? undefined : protocolClient(lockClient),
+    ),
     call: (what, key, command, onLate) => operations.call(what, key, command, onLate),
     report: (operation, key, error) => operations.report(operation, key, error),
   };

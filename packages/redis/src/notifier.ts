@@ -1,5 +1,5 @@
-import type { FillOutcome } from '@stampede/core/adapter';
-import { callSafely } from '@stampede/redis-protocol';
+import type { CacheBusHandlers, FillOutcome } from '@stampede/core/adapter';
+import { busChannel, callSafely } from '@stampede/redis-protocol';
 import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
@@ -12,6 +12,14 @@ export interface Notifier {
    * another waiter); never when the subscription fails (the waiter polls).
    */
   listen(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /** Opens the subscriber connection now (unless closed), so the first wait does not pay for it. */
+  warm(): void;
+  /**
+   * Listens on the invalidation bus channel of the cache's prefix, on the same subscriber
+   * connection. `subscribed` is called on every acknowledgement (the first, and after each
+   * reconnection once ioredis has re-subscribed), `lost` when the connection closes.
+   */
+  subscribeBus(handlers: CacheBusHandlers): () => void;
   /** Closes the subscriber connection, if one was opened. */
   close(): Promise<void>;
 }
@@ -29,8 +37,10 @@ function isOutcome(message: string): message is FillOutcome {
 }
 
 /**
- * A notifier on `context.client`. The subscriber is `client.duplicate()`, created on the first
- * `listen` (a process that never waits never opens it) and owned by this cache, unlike the client.
+ * A notifier on `context.lockClient` (the client itself unless the cache was given a separate lock
+ * client: fill ends are published where the locks live). The subscriber is `lockClient.duplicate()`,
+ * created by `warm` when the cache is created (or on the first `listen`), and owned by this cache,
+ * unlike the client.
  * It follows the client's end: once the user's client has ended (`quit()`, `disconnect()`, or a
  * retry strategy that gave up; a `Cluster` ends the same way), the subscriber is disconnected too,
  * so a process whose owner closed its clients can exit without also calling `cache.close()`.
@@ -39,15 +49,45 @@ export function createNotifier(context: RedisContext): Notifier {
   const channels = new Map<string, Listeners>();
   let subscriber: RedisClient | undefined;
   let closed = false;
+  const bus = busChannel(context.prefix);
+  const busHandlers = new Set<CacheBusHandlers>();
+  // 'idle': not subscribed on the current connection; 'subscribing': SUBSCRIBE sent (ioredis
+  // resends it after a reconnection); 'acked': Redis confirmed it and the handlers were told.
+  let busState: 'idle' | 'subscribing' | 'acked' = 'idle';
 
-  // Forgets the subscriber and its channels: waiters still listening fall back to polling, and a
-  // later `listen` (on a client connected again) opens a new subscriber and subscribes afresh.
+  const subscribeBusChannel = (client: RedisClient): void => {
+    if (busState !== 'idle' || busHandlers.size === 0) return;
+    busState = 'subscribing';
+    const acknowledged = (): void => {
+      if (subscriber !== client || busState === 'acked' || busHandlers.size === 0) return;
+      busState = 'acked';
+      for (const handlers of [...busHandlers]) {
+        if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+      }
+    };
+    // A SUBSCRIBE acknowledged after `operationTimeout` still counts (`onLate`): from then on the
+    // handlers hear the bus.
+    context
+      .call('subscribe', undefined, () => client.subscribe(bus), acknowledged)
+      .then(acknowledged, (error: unknown) => {
+        if (subscriber === client && busState === 'subscribing') busState = 'idle';
+        context.report('subscribe', undefined, error);
+      });
+  };
+
   const drop = (): RedisClient | undefined => {
     const client = subscriber;
     subscriber = undefined;
     channels.clear();
-    context.client.off('end', onClientEnd);
+    context.lockClient.off('end', onClientEnd);
+    busLost();
+    busState = 'idle';
     return client;
+  };
+  const busLost = (): void => {
+    if (busState !== 'acked') return;
+    busState = 'idle';
+    for (const handlers of [...busHandlers]) if (handlers.lost) callSafely(() => handlers.lost?.());
   };
   const onClientEnd = (): void => {
     drop()?.disconnect();
@@ -57,9 +97,13 @@ export function createNotifier(context: RedisContext): Notifier {
     if (subscriber !== undefined) return subscriber;
     // A subscriber opened for a client that has already ended would be the one connection left
     // holding the process open; the waiter polls instead (and its polls fail fast on that client).
-    if (context.client.status === 'end') return undefined;
-    const created = context.client.duplicate();
+    if (context.lockClient.status === 'end') return undefined;
+    const created = context.lockClient.duplicate();
     created.on('message', (channel: string, message: string) => {
+      if (channel === bus) {
+        for (const handlers of [...busHandlers]) callSafely(() => handlers.message(message));
+        return;
+      }
       const listeners = channels.get(channel)?.listeners;
       if (listeners === undefined || !isOutcome(message)) return;
       for (const listener of [...listeners]) {
@@ -73,11 +117,20 @@ export function createNotifier(context: RedisContext): Notifier {
     // Connection faults surface as failed or timed-out subscribes; ioredis reconnects and
     // re-subscribes on its own, and waiters poll meanwhile.
     created.on('error', () => {});
+    // The bus: a closed connection may miss messages (`lost`); once it is ready again (ioredis has
+    // re-sent its SUBSCRIBEs by then), one more SUBSCRIBE of the bus channel is answered after them,
+    // and its acknowledgement tells the handlers they hear again.
+    created.on('close', () => {
+      if (subscriber === created) busLost();
+    });
+    created.on('ready', () => {
+      if (subscriber === created) subscribeBusChannel(created);
+    });
     created.once('end', () => {
       // Ended on its own (its retry strategy gave up): the next `listen` opens a new one.
       if (subscriber === created) drop();
     });
-    context.client.on('end', onClientEnd);
+    context.lockClient.on('end', onClientEnd);
     subscriber = created;
     return created;
   };
@@ -126,6 +179,32 @@ export function createNotifier(context: RedisContext): Notifier {
           .call('unsubscribe', key, () => client.unsubscribe(channel))
           .catch((error: unknown) => {
             context.report('subscribe', key, error);
+          });
+      };
+    },
+    warm() {
+      if (!closed) connect();
+    },
+    subscribeBus(handlers) {
+      if (closed) return () => {};
+      busHandlers.add(handlers);
+      const client = connect();
+      if (client !== undefined) {
+        if (busState === 'acked') {
+          if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+        } else {
+          subscribeBusChannel(client);
+        }
+      }
+      return () => {
+        if (!busHandlers.delete(handlers) || busHandlers.size !== 0) return;
+        const current = subscriber;
+        if (closed || current === undefined || busState === 'idle') return;
+        busState = 'idle';
+        context
+          .call('unsubscribe', undefined, () => current.unsubscribe(bus))
+          .catch((error: unknown) => {
+            context.report('subscribe', undefined, error);
           });
       };
     },

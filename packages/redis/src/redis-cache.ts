@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -7,7 +8,7 @@ import type {
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
-import { createRedisProtocolCache, parseRedisProtocolOptions } from '@stampede/redis-protocol';
+import { busChannel, createRedisProtocolCache, parseRedisProtocolOptions } from '@stampede/redis-protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { createContext } from './context.js';
 import { RedisCacheError } from './errors.js';
@@ -55,6 +56,16 @@ export interface RedisCacheOptions {
    * @default true
    */
   pushWakeUp?: boolean | undefined;
+  /**
+   * A second ioredis client (another Redis, or another database of one) that holds the fill locks
+   * and carries the announcements of fills ending (SET NX of the lock, its release and extension,
+   * the PUBLISH, and the subscriber, duplicated from this client), while values stay on `client`.
+   * Give one whose server never evicts (`maxmemory-policy noeviction`) when the values' server may:
+   * an evicted lock lets a second replica fill the same key. Every replica sharing the prefix must
+   * use the same lock server. You own it, as you own `client`.
+   * @default undefined (locks live on `client`)
+   */
+  lockClient?: Redis | Cluster | undefined;
 }
 
 /** A {@link Cache} on Redis or Redis Cluster, with the distributed fill lock and push wake-up. */
@@ -64,6 +75,8 @@ export interface RedisCache extends Cache {
   readonly prefix: string;
   /** The client given in the options. */
   readonly client: Redis | Cluster;
+  /** Where the fill locks live: the `lockClient` given in the options, else `client`. */
+  readonly lockClient: Redis | Cluster;
   /**
    * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
    * undecodable entry is `undefined`.
@@ -73,8 +86,9 @@ export interface RedisCache extends Cache {
    * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
    * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
    * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
+   * Resolves `false` when it refused the write.
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /**
    * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
    * that started earlier, on any replica, cannot write).
@@ -82,8 +96,13 @@ export interface RedisCache extends Cache {
   delete(key: string): Promise<void>;
   /** `value` through the serializer and back: what a later `get` returns for it. */
   roundTrip(value: unknown): unknown;
-  /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
-  tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * `SET NX PX` with a random token (on the lock client); `undefined` when another holder has the
+   * lock. The capability itself is `undefined` once Redis has refused a script (an ACL user without
+   * EVAL/EVALSHA, warned about once): a lock that could never be released would make every herd
+   * wait out `lockWaitTimeout`, so the core protects in-process only instead.
+   */
+  readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
    * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
    * kept without expiry): entries carrying the tag created before it read as misses on every
@@ -95,20 +114,29 @@ export interface RedisCache extends Cache {
    * `ready` once the SUBSCRIBE is acknowledged, so the waiter reads once a fill that ended meanwhile.
    */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
+   * published on the lock client (the client unless `lockClient` is given: pub/sub is per server, so
+   * the bus lives where the subscriber does), heard on the cache's subscriber connection (the one
+   * push wake-up uses). Every cache on the same prefix hears every message.
+   */
+  readonly bus: CacheBus;
   /** Closes the subscriber connection the cache opened (never the client you passed). */
   close(): Promise<void>;
 }
 
+function isIoredisClient(client: unknown): boolean {
+  if (typeof client !== 'object' || client === null) return false;
+  const candidate = client as Partial<Redis>;
+  return typeof candidate.get === 'function' && typeof candidate.duplicate === 'function';
+}
+
 function checkOptions(options: RedisCacheOptions): void {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
-  const { client, pushWakeUp } = options;
-  if (
-    typeof client !== 'object' ||
-    client === null ||
-    typeof client.get !== 'function' ||
-    typeof client.duplicate !== 'function'
-  ) {
-    throw new TypeError('options.client must be an ioredis Redis or Cluster');
+  const { client, pushWakeUp, lockClient } = options;
+  if (!isIoredisClient(client)) throw new TypeError('options.client must be an ioredis Redis or Cluster');
+  if (lockClient !== undefined && !isIoredisClient(lockClient)) {
+    throw new TypeError('options.lockClient must be an ioredis Redis or Cluster');
   }
   if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
     throw new TypeError('options.pushWakeUp must be a boolean');
@@ -117,11 +145,17 @@ function checkOptions(options: RedisCacheOptions): void {
 
 /**
  * A cache on Redis or Redis Cluster through ioredis. Entries are stored as the versioned envelope
- * (`s1|createdAt|freshUntil|staleUntil|payload`) with a physical TTL of `ttl + grace` (PX, ms); a
+ * (`s2|createdAt|freshUntil|staleUntil|delta|payload`, or `s1|...` without the fill's `delta`) with a physical TTL of `ttl + grace` (PX, ms); a
  * write never replaces a newer entry, and a delete leaves a short tombstone so a fill that started
  * before it cannot bring the value back. Times are stored on Redis's clock (the cache measures its
  * offset from this process's clock with `TIME`), so replicas whose clocks disagree still order
  * writes and deletes correctly. Implements the distributed fill lock and push wake-up.
+ *
+ * Creating the cache starts its warm-up in the background (nothing to await, nothing thrown): the
+ * scripts are loaded (`SCRIPT LOAD`), the server clock measured, the subscriber connected and the
+ * eviction policy of the lock's server read (a one-time `warning` when it can evict a lock), so the
+ * first herd after a deploy runs like a warm one. On a client made with `lazyConnect` (not connected
+ * yet) the warm-up waits for the cache's first read or write instead.
  *
  * @example
  * import { Redis } from 'ioredis';
@@ -132,30 +166,65 @@ function checkOptions(options: RedisCacheOptions): void {
 export function createRedisCache(options: RedisCacheOptions): RedisCache {
   checkOptions(options);
   const { client, pushWakeUp = true } = options;
+  const lockClient = options.lockClient ?? client;
   const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
     options,
     'redis',
   );
-  const context = createContext(client, name, prefix, operationTimeout);
+  const context = createContext(client, name, prefix, operationTimeout, lockClient);
   const notifier = createNotifier(context);
+  const channel = busChannel(prefix);
   const cache = createRedisProtocolCache(context.protocol, {
     serializer,
     tombstoneTtl,
     createError: (code, message, details) => new RedisCacheError(code, message, details),
   });
+  const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
+  let warm = false;
+  const warmUp = (): void => {
+    warm = true;
+    // A client the user already ended gets no commands (they would only fail) and no subscriber.
+    if (client.status === 'end') return;
+    void cache.warmUp();
+    if (pushWakeUp) notifier.warm();
+  };
+  // A client made with `lazyConnect` connects on its first command: the cache warms up on its own
+  // first use then, not as it is created.
+  if (client.status !== 'wait') warmUp();
 
   return {
     name,
     prefix,
     client,
-    get: (key) => cache.get(key),
-    set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
-    delete: (key) => cache.delete(key),
+    lockClient,
+    get(key) {
+      if (!warm) warmUp();
+      return cache.get(key);
+    },
+    set(key, entry, setOptions) {
+      if (!warm) warmUp();
+      return cache.set(key, entry, setOptions);
+    },
+    delete(key) {
+      if (!warm) warmUp();
+      return cache.delete(key);
+    },
     roundTrip: (value) => cache.roundTrip(value),
-    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
-    invalidateTags: (tags) => cache.invalidateTags(tags),
+    get tryAcquireFillLock() {
+      return cache.lockUsable ? tryAcquireFillLock : undefined;
+    },
+    invalidateTags(tags) {
+      if (!warm) warmUp();
+      return cache.invalidateTags(tags);
+    },
     onFillDone(key, listener, ready) {
       return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};
+    },
+    bus: {
+      async publish(message) {
+        await context.call('publish', undefined, () => lockClient.publish(channel, message));
+      },
+      subscribe: (handlers) => notifier.subscribeBus(handlers),
     },
     close() {
       return notifier.close();

@@ -99,7 +99,7 @@ describe('replicas whose clocks are 5 minutes fast and 5 minutes slow', () => {
         expect((await ask(filler, { cmd: 'fill', key, value: 'started after the delete' })).value).toBe(
           'started after the delete',
         );
-        expect(await client.get(redisKeys(prefix, key).value)).toMatch(/^s1\|/);
+        expect(await client.get(redisKeys(prefix, key).value)).toMatch(/^s2\|/);
         expect((await ask(deleter, { cmd: 'get', key })).value).toBe('started after the delete');
         expect((await ask(filler, { cmd: 'get', key })).value).toBe('started after the delete');
       } finally {

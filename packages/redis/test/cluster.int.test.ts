@@ -42,7 +42,7 @@ afterAll(async () => {
 describeCacheConformance({
   name: 'redis (3-master cluster)',
   clock: 'real',
-  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true },
+  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true, bus: true },
   async create() {
     const { client } = await cluster();
     return cacheOn(client, `${prefix}${caches.length}:`);

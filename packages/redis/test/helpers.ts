@@ -20,6 +20,8 @@ export interface HerdReport {
 export interface ReplicaConfig {
   url?: string;
   clusterNodes?: readonly { host: string; port: number }[];
+  /** A second Redis for the fill locks (the caches' `lockClient`). */
+  lockUrl?: string;
   prefix: string;
   operationTimeout?: number;
 }

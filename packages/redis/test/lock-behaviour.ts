@@ -50,7 +50,7 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
       const cache = await newCache();
       const client = await setup.client();
       const lockKey = redisKeys(setup.prefix, 'foreign').lock;
-      const lock = await cache.tryAcquireFillLock('foreign', 2_000);
+      const lock = await cache.tryAcquireFillLock?.('foreign', 2_000);
       expect(lock).toBeDefined();
       const owner = await client.get(lockKey);
       const foreign = fillLockHandle(
@@ -62,7 +62,7 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
       expect(await client.pttl(lockKey)).toBeLessThanOrEqual(2_000);
       await foreign.release('filled');
       expect(await client.get(lockKey)).toBe(owner);
-      expect(await cache.tryAcquireFillLock('foreign', 2_000)).toBeUndefined();
+      expect(await cache.tryAcquireFillLock?.('foreign', 2_000)).toBeUndefined();
       expect(await lock?.extend?.(5_000)).toBe(true);
       expect(await client.pttl(lockKey)).toBeGreaterThan(2_000);
       await lock?.release('filled');
@@ -73,13 +73,13 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
     it('does not let a lapsed holder extend the next holder', async () => {
       const cache = await newCache();
       const client = await setup.client();
-      const old = await cache.tryAcquireFillLock('lapsed', 100);
+      const old = await cache.tryAcquireFillLock?.('lapsed', 100);
       const lockKey = redisKeys(setup.prefix, 'lapsed').lock;
       await waitFor(async () => (await client.exists(lockKey)) === 0, {
         timeout: 2_000,
         message: 'the 100 ms lock to lapse',
       });
-      const current = await cache.tryAcquireFillLock('lapsed', 1_500);
+      const current = await cache.tryAcquireFillLock?.('lapsed', 1_500);
       expect(current).toBeDefined();
       expect(await old?.extend?.(60_000)).toBe(false);
       expect(await client.pttl(redisKeys(setup.prefix, 'lapsed').lock)).toBeLessThanOrEqual(1_500);
@@ -106,7 +106,7 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
     it("lets another replica fill once a crashed holder's lock lapses", async () => {
       const [crashed, survivor] = [await newCache(), await newCache()];
       // Taken and never released nor extended: what a SIGKILLed holder leaves behind.
-      expect(await crashed.tryAcquireFillLock('crash', 400)).toBeDefined();
+      expect(await crashed.tryAcquireFillLock?.('crash', 400)).toBeDefined();
       const started = Date.now();
       let fills = 0;
       const value = await getOrComputeWith(
@@ -126,7 +126,7 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
     it('announces filled and failed to listeners on other connections, and stops when asked', async () => {
       const [holder, waiter] = [await newCache(), await newCache()];
       const announce = async (outcome: FillOutcome) =>
-        (await holder.tryAcquireFillLock('announced', 2_000))?.release(outcome);
+        (await holder.tryAcquireFillLock?.('announced', 2_000))?.release(outcome);
       const client = await setup.client();
       const { channel } = redisKeys(setup.prefix, 'announced');
       // A probe on the same key shares the waiter's one subscription (and connection).

@@ -30,6 +30,19 @@ describe('createRedisCache options', () => {
     expect(() => createRedisCache({ client, operationTimeout: 0 })).toThrow(/operationTimeout/);
     expect(() => createRedisCache({ client, tombstoneTtl: 'soon' as never })).toThrow(/tombstoneTtl/);
     expect(() => createRedisCache({ client, pushWakeUp: 'yes' as never })).toThrow(/pushWakeUp/);
+    expect(() => createRedisCache({ client, lockClient: {} as never })).toThrow(/options.lockClient/);
+  });
+
+  it('takes a lockClient, and leaves a lazyConnect client unconnected until the cache is used', () => {
+    const lockClient = new Redis({ lazyConnect: true });
+    try {
+      const cache = createRedisCache({ client, lockClient });
+      expect(cache.lockClient).toBe(lockClient);
+      expect(createRedisCache({ client }).lockClient).toBe(client);
+      expect([client.status, lockClient.status]).toEqual(['wait', 'wait']);
+    } finally {
+      lockClient.disconnect();
+    }
   });
 
   it('accepts durations as strings', () => {

@@ -19,6 +19,9 @@ async function newCache(name: string): Promise<RedisCache> {
   clients.push(client);
   const cache = createRedisCache({ client, prefix, name });
   caches.push(cache);
+  // A cache is created before its first herd: its warm-up (SCRIPT LOAD, the clock, CONFIG GET) has
+  // been answered once a later command on the same connection is.
+  await client.ping();
   return cache;
 }
 
@@ -34,8 +37,9 @@ describe('subscribe race', () => {
   it('a loser whose subscription is acknowledged after a 1 ms fill ended answers well under lockPollInterval', async () => {
     const options = { ttl: '1m', distributedFillLock: true, lockPollInterval: 500 } as const;
     const waits: number[] = [];
-    // Fresh caches each round: the loser's subscriber connection is opened after it loses the lock,
-    // which takes longer than the holder's fill, its write and its announcement.
+    // Fresh caches each round: the loser subscribes to the key's channel only after it loses the
+    // lock, and the holder's 1 ms fill, its write and its announcement may end before Redis
+    // acknowledges that SUBSCRIBE.
     for (let round = 0; round < 3; round++) {
       resetStats();
       const holder = await newCache(`race-holder-${round}`);

@@ -1,5 +1,6 @@
 import type { Cache } from '@stampede/core';
 import { afterAll, afterEach, beforeEach, describe, vi } from 'vitest';
+import { busCases } from './cases/bus.js';
 import { lockCases } from './cases/lock.js';
 import { orderingCases } from './cases/ordering.js';
 import { pushCases } from './cases/push.js';
@@ -51,5 +52,6 @@ export function describeCacheConformance(options: ConformanceOptions): void {
     describe('fill lock', () => lockCases(ctx));
     describe('push wake-up', () => pushCases(ctx));
     describe('tags', () => tagCases(ctx));
+    describe('invalidation bus', () => busCases(ctx));
   });
 }

@@ -16,6 +16,11 @@ export interface SuiteContext {
    * then returns whether it held. Used only where a backend delivers asynchronously (pub/sub).
    */
   until(check: () => boolean, limit?: number): Promise<boolean>;
+  /**
+   * What `read()` answers once a change made on another instance has reached it: read once, or,
+   * with `replicaLag`, read again (up to 2 s) until `settled` accepts the answer.
+   */
+  acrossReplicas<T>(read: () => PromiseLike<T> | T, settled: (value: T) => boolean): Promise<T>;
 }
 
 /** The context of one `describeCacheConformance` run; `current` is the cache of the running test. */
@@ -32,6 +37,15 @@ export function createContext(options: ConformanceOptions, current: () => Cache)
       return options.replica === undefined ? cache : await options.replica(cache);
     },
     wait,
+    async acrossReplicas(read, settled) {
+      let value = await read();
+      if (options.replicaLag !== true) return value;
+      for (let waited = 0; !settled(value) && waited < 2_000; waited += 10) {
+        await wait(10);
+        value = await read();
+      }
+      return value;
+    },
     async until(check, limit = 2_000) {
       const step = 10;
       for (let waited = 0; !check(); waited += step) {

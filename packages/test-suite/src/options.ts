@@ -26,6 +26,20 @@ export interface CacheCapabilities {
    * @default false
    */
   tags?: boolean | undefined;
+  /**
+   * The cache has an invalidation `bus` (what `createTieredCache` uses to keep replicas' local
+   * copies coherent): a message published on one instance reaches every subscriber on the same
+   * namespace, the publisher's own included.
+   * @default false
+   */
+  bus?: boolean;
+  /**
+   * The cache keeps an entry's `delta` (how long the fill that produced it ran), which
+   * `earlyRefresh` and lock waiters time by. Declare `false` for a cache that cannot store it: the
+   * core then only loses those optimisations for its entries.
+   * @default true
+   */
+  delta?: boolean;
 }
 
 /** How to run the conformance suite against one adapter. */
@@ -46,6 +60,13 @@ export interface ConformanceOptions {
    * @default undefined
    */
   replica?(of: Cache): Cache | Promise<Cache>;
+  /**
+   * A change made through a replica reaches this instance's reads a moment later, not at once: a
+   * tiered cache's local copy is evicted by a bus message. Cases that read on one instance what
+   * another just changed then retry the read for up to 2 s instead of reading once.
+   * @default false
+   */
+  replicaLag?: boolean;
   /**
    * `'fake'`: the adapter's expiry follows `Date.now()` and timers, so the suite uses vitest's fake
    * timers. `'real'`: the backend expires on its own clock (Redis), so the suite waits for real

@@ -1,7 +1,7 @@
 // Random schedules of stampede calls for property tests (fast-check), shared by the core (test
 // caches, fake timers), the memory adapter (fake timers) and the Redis adapter (a real server, real
 // time). A schedule mixes getOrCompute and getOrComputeWith (stale-while-revalidate, the fill lock,
-// fillTimeout, abort) with invalidate, setValue and the adapter's own delete on one to three replicas
+// fillTimeout, abort, fail-safe and soft timeouts) with invalidate, setValue and the adapter's own delete on one to three replicas
 // (cache objects over one store: each has its own single-flight registry, as separate processes
 // would). After every schedule it checks what the docs promise under any interleaving:
 // - no caller hangs (every fill that never settles has a fillTimeout);
@@ -9,7 +9,9 @@
 // - after an invalidate, setValue, delete or (with `tags`) invalidateTag resolves, no caller that
 //   starts later gets an older value (for a tag: an older value that carried it):
 //   on the replica that invalidated or set, from any source (the fills in flight there are
-//   superseded); on any replica, from the store. What the store holds at the end is not older either;
+//   superseded); on any replica, from the store (for fail-safe calls, on the writer's replica only:
+//   elsewhere a fill in flight may answer with the fallback it read before). What the store holds at
+//   the end is not older either (no re-arm brings an invalidated value back);
 // - each replica fills a key at most once at a time;
 // - the registries are empty at the end;
 // - the counter identities of the core README hold.
@@ -35,7 +37,7 @@ export interface ScheduleApi<C> {
   getValue(cache: C, key: string): Promise<unknown>;
   statsByCache(): Record<string, object>;
   inFlightCount(cache: C): number;
-  configure(config: { maxBackgroundRefreshes?: number }): void;
+  configure(config: { maxBackgroundRefreshes?: number; random?: () => number }): void;
   isCacheFillError(error: unknown): boolean;
 }
 
@@ -66,6 +68,10 @@ export interface ScheduleDurations {
   lockTtl: number;
   lockWaitTimeout: number;
   lockPollInterval: number;
+  /** `failSafe.maxStale` of the calls that use fail-safe. @default 3 * (ttl + grace) */
+  maxStale?: number;
+  /** `failSafe.throttle` of the calls that use fail-safe. @default ttl */
+  throttle?: number;
 }
 
 /** One backend and the cache objects (replicas) over it, for one schedule. */
@@ -119,9 +125,13 @@ export type Step =
       readonly fill: 'ok' | 'fail' | 'hang';
       readonly fillMs: number;
       readonly swr: boolean;
+      /** `earlyRefresh: { beta: 4 }` on this call. */
+      readonly early: boolean;
       readonly lock: boolean;
       readonly fillTimeout: number | undefined;
       readonly abortAfter: number | undefined;
+      readonly failSafe: boolean;
+      readonly softTimeout: number | undefined;
     }
   | { readonly type: 'advance'; readonly ms: number }
   | {
@@ -154,19 +164,35 @@ function stepArbitrary(
           fill: fc.constantFrom('ok' as const, 'ok' as const, 'fail' as const, 'hang' as const),
           fillMs: fc.integer({ min: 0, max: durations.fillMs }),
           swr: fc.constantFrom(true, true, false),
+          early: fc.constantFrom(false, false, true),
           lock: lock ? fc.constantFrom(true, true, false) : fc.constant(false),
           fillTimeout: fc.option(fc.integer({ min: 1, max: durations.fillTimeout }), { nil: undefined }),
           abortAfter: fc.option(fc.integer({ min: 1, max: durations.abortAfter }), { nil: undefined }),
+          failSafe: fc.boolean(),
+          softTimeout: fc.option(fc.integer({ min: 1, max: durations.fillMs }), { nil: undefined }),
         })
         .map((step) => {
           // Plain getOrCompute has no options; a fill that never settles needs a fillTimeout, or its
           // callers would rightly wait forever.
           if (!step.with) {
             const fill = step.fill === 'hang' ? 'ok' : step.fill;
-            return { ...step, fill, swr: false, lock: false, fillTimeout: undefined, abortAfter: undefined };
+            return {
+              ...step,
+              fill,
+              swr: false,
+              early: false,
+              lock: false,
+              fillTimeout: undefined,
+              abortAfter: undefined,
+              failSafe: false,
+              softTimeout: undefined,
+            };
           }
-          if (step.fill === 'hang' && step.fillTimeout === undefined) return { ...step, fill: 'ok' as const };
-          return step;
+          // softTimeout needs failSafe.
+          const softTimeout = step.failSafe ? step.softTimeout : undefined;
+          if (step.fill === 'hang' && step.fillTimeout === undefined)
+            return { ...step, softTimeout, fill: 'ok' as const };
+          return { ...step, softTimeout };
         }),
     },
     {
@@ -198,6 +224,8 @@ export interface Schedule {
   readonly replicas: number;
   readonly cap: number;
   readonly variant: number;
+  /** Seeds the random source `earlyRefresh` draws from, so a schedule replays exactly. */
+  readonly seed: number;
 }
 
 /** The arbitrary of schedules for `target`. */
@@ -212,8 +240,21 @@ export function scheduleArbitrary<C>(target: ScheduleTarget<C>, maxSteps = 50): 
       replicas: fc.constant(replicas),
       cap: fc.integer({ min: 0, max: 3 }),
       variant: fc.integer({ min: 0, max: 7 }),
+      seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
     }),
   );
+}
+
+/** mulberry32: a small seeded generator of uniform numbers in [0, 1). */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
 }
 
 /** Fails the schedule with `message` (fast-check shrinks and reports it). */
@@ -283,10 +324,10 @@ export async function runSchedule<C>(target: ScheduleTarget<C>, schedule: Schedu
   await target.before?.();
   const replicas = await target.replicas(schedule.replicas, schedule.variant);
   try {
-    api.configure({ maxBackgroundRefreshes: schedule.cap });
+    api.configure({ maxBackgroundRefreshes: schedule.cap, random: seeded(schedule.seed) });
     await runSteps(target, schedule, replicas);
   } finally {
-    api.configure({ maxBackgroundRefreshes: 64 });
+    api.configure({ maxBackgroundRefreshes: 64, random: Math.random });
     await replicas.close?.();
     await target.after?.();
   }
@@ -309,6 +350,9 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
   const tagEra = caches.map(() => ({ a: 0, b: 0 }));
   const tagsOf = (key: Key): readonly string[] => [`t-${key}`, 'all'];
   const tags = target.tags === true;
+  // Whether a fail-safe call of the key has been made on the replica: from then on a fill in flight
+  // there may answer (and be joined by calls without fail-safe) with the fallback it read.
+  const failSafeSeen = caches.map(() => ({ a: false, b: false }));
   const hung: (() => void)[] = [];
   const work: Promise<unknown>[] = [];
   const outcomes: Promise<void>[] = [];
@@ -328,6 +372,10 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     return tracked;
   };
 
+  const failSafe = {
+    maxStale: durations.maxStale ?? 3 * (durations.ttl + durations.grace),
+    throttle: durations.throttle ?? durations.ttl,
+  };
   const options = {
     lockTtl: durations.lockTtl,
     lockWaitTimeout: durations.lockWaitTimeout,
@@ -391,6 +439,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     }
 
     calls++;
+    const failSafeBefore = (failSafeSeen[step.replica] as { a: boolean; b: boolean })[step.key];
+    if (step.failSafe) (failSafeSeen[step.replica] as { a: boolean; b: boolean })[step.key] = true;
     const startedAt = tick();
     const startDate = Date.now();
     const { key, replica } = step;
@@ -438,10 +488,13 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             ...options,
             ttl: durations.ttl,
             staleWhileRevalidate: step.swr ? durations.grace : undefined,
+            earlyRefresh: step.early ? { beta: 4 } : undefined,
             distributedFillLock: step.lock,
             fillTimeout: step.fillTimeout,
             signal: controller?.signal,
             ...(tagged ? { tags: tagsOf(key) } : {}),
+            failSafe: step.failSafe ? failSafe : undefined,
+            softTimeout: step.softTimeout,
           },
           fill,
         )
@@ -461,9 +514,16 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             // An older value after a newer write: on the writer's replica, whatever its source
             // (invalidate and setValue supersede the fills in flight there); on any replica, when the
             // value's flight had already ended, so it can only have come from the store. (Another
-            // replica's fill in flight still answers the callers that join it there.)
+            // replica's fill in flight still answers the callers that join it there.) With fail-safe
+            // a value delivered before can also be such a fill's answer (its fallback, read before
+            // the write, after a soft timeout; another replica's write cannot reach it), so once a
+            // fail-safe call of the key was made on this replica only the writer's replica is
+            // checked here; the store itself is checked at the end.
             const sameReplica = write.replica === replica && write.kind !== 'delete';
-            const fromStore = origin.deliveredAt !== undefined && origin.deliveredAt < startedAt;
+            const fromStore =
+              !(step.failSafe || failSafeBefore) &&
+              origin.deliveredAt !== undefined &&
+              origin.deliveredAt < startedAt;
             if (sameReplica || fromStore) {
               failures.push(
                 `a caller of '${key}' on replica ${replica} that started after ${write.kind} on replica ${write.replica} resolved got ${String(value)}, produced before it`,
@@ -492,11 +552,17 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
   // The fills that never settle end now (and any that a flight still starts, after a lock wait),
   // so that their flights' remaining work (a write, a release) can finish and every flight has
   // been counted.
+  // Work handed over meanwhile (a fail-safe re-arm after a fillTimeout) is watched as it comes.
   let finished = 0;
-  for (const promise of work) void promise.finally(() => finished++);
+  let watched = 0;
+  const watchWork = (): void => {
+    for (; watched < work.length; watched++) void work[watched]?.finally(() => finished++);
+  };
+  watchWork();
   for (let waited = 0; waited < 4 * bound && finished < work.length; waited += bound / 4) {
     for (const fail of hung.splice(0)) fail();
     await clock.advance(bound / 4);
+    watchWork();
   }
   check(finished === work.length, `${work.length - finished} flights still run after every caller left`);
   await Promise.all(outcomes);
@@ -538,10 +604,14 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     'backgroundRefreshes',
     'backgroundRefreshFailures',
     'backgroundRefreshesSkipped',
+    'earlyRefreshes',
+    'earlyRefreshesSkipped',
     'lockContended',
     'lockWaitTimeouts',
     'lockWaitErrors',
     'backendErrors',
+    'failSafeActivations',
+    'softTimeouts',
   ] as const;
   const counts = {} as Record<(typeof counted)[number], number>;
   for (const name of counted) counts[name] = sum(table, names, name);
@@ -552,16 +622,21 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     `hits + staleHits + misses + abortedReads !== ${calls} calls: ${shown}`,
   );
   check(
-    c.misses - c.coalescedWaits + c.backgroundRefreshes === c.fills + c.lockWaitHits + c.fillsCancelled,
-    `misses - coalescedWaits + backgroundRefreshes !== fills + lockWaitHits + fillsCancelled: ${shown}`,
+    c.misses - c.coalescedWaits + c.backgroundRefreshes + c.earlyRefreshes ===
+      c.fills + c.lockWaitHits + c.fillsCancelled,
+    `misses - coalescedWaits + backgroundRefreshes + earlyRefreshes !== fills + lockWaitHits + fillsCancelled: ${shown}`,
   );
   check(
     c.fillFailures + c.fillTimeouts <= c.fills + c.fillsCancelled,
     `fillFailures + fillTimeouts > fills + fillsCancelled: ${shown}`,
   );
   check(
-    c.backgroundRefreshFailures <= c.backgroundRefreshes,
-    `backgroundRefreshFailures > backgroundRefreshes: ${shown}`,
+    c.backgroundRefreshFailures <= c.backgroundRefreshes + c.earlyRefreshes,
+    `backgroundRefreshFailures > backgroundRefreshes + earlyRefreshes: ${shown}`,
+  );
+  check(
+    c.earlyRefreshes + c.earlyRefreshesSkipped <= c.hits,
+    `earlyRefreshes + earlyRefreshesSkipped > hits: ${shown}`,
   );
   check(
     c.backgroundRefreshes + c.backgroundRefreshesSkipped <= c.staleHits,
@@ -572,4 +647,9 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     `lockWaitTimeouts + lockWaitErrors > lockContended: ${shown}`,
   );
   check(c.lockWaitErrors <= c.backendErrors, `lockWaitErrors > backendErrors: ${shown}`);
+  check(
+    c.failSafeActivations <= c.fillFailures + c.fillTimeouts,
+    `failSafeActivations > fillFailures + fillTimeouts: ${shown}`,
+  );
+  check(c.softTimeouts <= c.misses - c.coalescedWaits, `softTimeouts > misses - coalescedWaits: ${shown}`);
 }

@@ -12,24 +12,30 @@ function isFunction(value: unknown): boolean {
   return typeof value === 'function';
 }
 
-/** Throws a `TypeError` naming `options.client` unless `client` looks like an `@upstash/redis` client. */
-export function assertUpstashClient(client: unknown): asserts client is UpstashClient {
+/**
+ * Throws a `TypeError` naming the option (`options.client` unless told) unless `client` looks like
+ * an `@upstash/redis` client.
+ */
+export function assertUpstashClient(
+  client: unknown,
+  option = 'options.client',
+): asserts client is UpstashClient {
   if (client === undefined || client === null) {
-    throw new TypeError('options.client is required: pass a Redis from @upstash/redis');
+    throw new TypeError(`${option} is required: pass a Redis from @upstash/redis`);
   }
   if (typeof client !== 'object') {
-    throw new TypeError(`options.client must be a Redis from @upstash/redis; got ${typeof client}`);
+    throw new TypeError(`${option} must be a Redis from @upstash/redis; got ${typeof client}`);
   }
   const candidate = client as Record<string, unknown>;
   if (isFunction(candidate.duplicate) || isFunction(candidate.sendCommand)) {
     throw new TypeError(
-      'options.client looks like a TCP Redis client (ioredis, node-redis): pass a Redis from @upstash/redis, or use @stampede/redis',
+      `${option} looks like a TCP Redis client (ioredis, node-redis): pass a Redis from @upstash/redis, or use @stampede/redis`,
     );
   }
   const missing = ['get', 'set', 'eval', 'evalsha'].filter((method) => !isFunction(candidate[method]));
   if (missing.length > 0) {
     throw new TypeError(
-      `options.client must be a Redis from @upstash/redis; it has no ${missing.join(', ')} method`,
+      `${option} must be a Redis from @upstash/redis; it has no ${missing.join(', ')} method`,
     );
   }
 }

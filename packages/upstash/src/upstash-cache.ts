@@ -1,5 +1,6 @@
 import type {
   Cache,
+  CacheBus,
   CacheEntry,
   CacheSetOptions,
   Duration,
@@ -8,12 +9,14 @@ import type {
   SerializerOption,
 } from '@stampede/core/adapter';
 import {
+  busChannel,
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
   parseRedisProtocolOptions,
   remoteKeys,
 } from '@stampede/redis-protocol';
+import { createUpstashBus } from './bus.js';
 import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
 import { UpstashCacheError } from './errors.js';
 import { listenForFillDone } from './push-wake-up.js';
@@ -74,6 +77,15 @@ export interface UpstashCacheOptions {
    * @default true
    */
   pushWakeUp?: boolean | undefined;
+  /**
+   * A second `@upstash/redis` client (another database) that holds the fill locks and carries the
+   * announcements of fills ending (SET NX of the lock, its release and extension, the PUBLISH, and
+   * the push wake-up's subscriptions), while values stay on `client`. Give one for a database with
+   * eviction off when the values' database has it on: an evicted lock lets a second replica fill the
+   * same key. Every replica sharing the prefix must use the same lock database.
+   * @default undefined (locks live on `client`)
+   */
+  lockClient?: UpstashClient | undefined;
 }
 
 /** A {@link Cache} on Upstash Redis over HTTP, with the distributed fill lock. */
@@ -83,6 +95,8 @@ export interface UpstashCache extends Cache {
   readonly prefix: string;
   /** The client given in the options. */
   readonly client: UpstashClient;
+  /** Where the fill locks live: the `lockClient` given in the options, else `client`. */
+  readonly lockClient: UpstashClient;
   /**
    * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
    * undecodable entry is `undefined`.
@@ -92,14 +106,20 @@ export interface UpstashCache extends Cache {
    * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
    * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
    * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
+   * Resolves `false` when it refused the write.
    */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<void>;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /**
    * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
    * that started earlier, on any replica, cannot write).
    */
   delete(key: string): Promise<void>;
-  tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * `SET NX PX` with a random token (on the lock client); `undefined` when another holder has the
+   * lock. The capability itself is `undefined` once Redis has refused a script (warned about once):
+   * the core then protects in-process only instead of waiting out `lockWaitTimeout`.
+   */
+  readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
    * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
    * kept without expiry): entries carrying the tag created before it read as misses on every
@@ -112,6 +132,15 @@ export interface UpstashCache extends Cache {
    * acknowledged it. The returned function closes the subscription.
    */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  /**
+   * The invalidation bus of `createTieredCache`: PUBLISH on `<prefix>bus` (shared with ioredis and
+   * node-redis caches on the same prefix), heard through `subscribe` (server-sent events, opened
+   * again after an error), both on the lock client (the client unless `lockClient` is given), where
+   * push wake-up listens too. `undefined` for a client without `publish`. On Cloudflare
+   * Workers it publishes but does not listen (a stream belongs to one request): there a tiered
+   * cache's local copies are bounded by its `localTtl`.
+   */
+  readonly bus: CacheBus | undefined;
   /** `value` through the serializer and back: what a later `get` returns for it. */
   roundTrip(value: unknown): unknown;
 }
@@ -121,6 +150,7 @@ function checkOptions(options: UpstashCacheOptions): void {
     throw new TypeError('options must be an object with a client from @upstash/redis');
   }
   assertUpstashClient(options.client);
+  if (options.lockClient !== undefined) assertUpstashClient(options.lockClient, 'options.lockClient');
   if (options.waitUntil !== undefined && typeof options.waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof options.waitUntil}`);
   }
@@ -131,7 +161,7 @@ function checkOptions(options: UpstashCacheOptions): void {
 
 /**
  * A cache on Upstash Redis through `@upstash/redis` (HTTP, so it runs on serverless and edge
- * runtimes). Entries are stored as the versioned envelope (`s1|createdAt|freshUntil|staleUntil|payload`,
+ * runtimes). Entries are stored as the versioned envelope (`s2|createdAt|freshUntil|staleUntil|delta|payload`, or `s1|...` without `delta`;
  * never valid JSON, so the client's `automaticDeserialization` hands it back untouched) with a
  * physical TTL of `ttl + grace`; a write never replaces a newer entry, and a delete leaves a short
  * tombstone so a fill that started before it cannot bring the value back. Times are stored on
@@ -149,6 +179,7 @@ function checkOptions(options: UpstashCacheOptions): void {
 export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   checkOptions(options);
   const { client, waitUntil, pushWakeUp = true } = options;
+  const lockClient = options.lockClient ?? client;
   const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
     options,
     'upstash',
@@ -162,22 +193,32 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     createError,
     waitUntil,
   });
-  const context = createRedisProtocolContext(protocolClient(client), prefix, operations);
+  const context = createRedisProtocolContext(
+    protocolClient(client),
+    prefix,
+    operations,
+    lockClient === client ? undefined : protocolClient(lockClient),
+  );
   const cache = createRedisProtocolCache(context, { serializer, tombstoneTtl, createError });
+  const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
 
   return {
     name,
     prefix,
     client,
+    lockClient,
     get: (key) => cache.get(key),
     set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
-    tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    get tryAcquireFillLock() {
+      return cache.lockUsable ? tryAcquireFillLock : undefined;
+    },
     invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone(key, listener, ready) {
       if (!pushWakeUp) return () => {};
-      return listenForFillDone(client, remoteKeys(prefix, key).channel, listener, ready);
+      return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready);
     },
+    bus: createUpstashBus(lockClient, busChannel(prefix), operations),
   };
 }

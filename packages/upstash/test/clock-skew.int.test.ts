@@ -108,7 +108,7 @@ describe.each([
         expect((await ask(filler, { cmd: 'fill', key, value: 'started after the delete' })).value).toBe(
           'started after the delete',
         );
-        expect(await raw.get(upstashKeys(prefix, key).value)).toMatch(/^s1\|/);
+        expect(await raw.get(upstashKeys(prefix, key).value)).toMatch(/^s2\|/);
         expect((await ask(deleter, { cmd: 'get', key })).value).toBe('started after the delete');
         expect((await ask(filler, { cmd: 'get', key })).value).toBe('started after the delete');
       },

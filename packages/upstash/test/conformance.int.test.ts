@@ -11,8 +11,16 @@ afterAll(async () => {
   await h?.stop();
 });
 
-// A lock with extend, values through a serializer, push wake-up over server-sent events.
-const capabilities = { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true };
+// A lock with extend, values through a serializer, push wake-up and the bus over server-sent events.
+const capabilities = {
+  lock: true,
+  extend: true,
+  push: true,
+  sync: false,
+  roundTrip: true,
+  tags: true,
+  bus: true,
+};
 
 function conformance(name: string, mode: ClientMode): void {
   const prefixes = new WeakMap<object, string>();

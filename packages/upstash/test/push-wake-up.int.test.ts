@@ -135,7 +135,7 @@ describe.each([
     expect(h.server.subscriptionCount()).toBe(1);
 
     for (const outcome of ['filled', 'failed'] as const) {
-      const lock = await holder.tryAcquireFillLock('k', 5_000);
+      const lock = await holder.tryAcquireFillLock?.('k', 5_000);
       expect(lock).toBeDefined();
       await lock?.release(outcome);
       await until(`the ${outcome} notice`, () => heard.at(-1) === outcome);
@@ -145,7 +145,7 @@ describe.each([
     stop();
     await until('the server to drop the subscription', () => h.server.subscriptionCount() === 0);
     await until('Redis to drop the subscriber', async () => (await redisSubscribers(channel)) === 0);
-    const lock = await holder.tryAcquireFillLock('k', 5_000);
+    const lock = await holder.tryAcquireFillLock?.('k', 5_000);
     await lock?.release('filled');
     stop();
     expect(heard).toEqual(['filled', 'failed']);

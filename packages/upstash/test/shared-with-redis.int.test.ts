@@ -65,11 +65,11 @@ describe('an Upstash and a Redis cache with one prefix', () => {
 
   it('contend for one lock', async () => {
     const [upstash, redis] = pair();
-    const held = await upstash.tryAcquireFillLock('k', 5_000);
+    const held = await upstash.tryAcquireFillLock?.('k', 5_000);
     expect(held).toBeDefined();
-    expect(await redis.tryAcquireFillLock('k', 5_000)).toBeUndefined();
+    expect(await redis.tryAcquireFillLock?.('k', 5_000)).toBeUndefined();
     await held?.release('filled');
-    const next = await redis.tryAcquireFillLock('k', 5_000);
+    const next = await redis.tryAcquireFillLock?.('k', 5_000);
     expect(next).toBeDefined();
     await next?.release('filled');
     await redis.close();

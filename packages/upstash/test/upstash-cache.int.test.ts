@@ -51,6 +51,16 @@ describe.each([{ automaticDeserialization: true }, { automaticDeserialization: f
       }
     });
 
+    it("is an s2| string for an entry with its fill's duration, which reads back exactly", async () => {
+      const client = h.client(mode);
+      const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
+      const written = { ...entry('{"a":1}', Date.now()), delta: 42 };
+      await cache.set('timed', written, { ttl: 60_000 });
+      const raw = await client.get<unknown>(upstashKeys(cache.prefix, 'timed').value);
+      expect(String(raw)).toMatch(/^s2\|\d+\|\d+\|\d+\|42\|/);
+      expect(await cache.get('timed')).toMatchObject({ value: '{"a":1}', delta: 42 });
+    });
+
     it('reads a foreign value under its key as a miss and a counted decode error', async () => {
       const client = h.client(mode);
       const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
@@ -132,7 +142,7 @@ describe('fill lock', () => {
     const client = h.client();
     const cache = createUpstashCache({ client, prefix: h.nextPrefix() });
     const lockKey = upstashKeys(cache.prefix, 'k').lock;
-    const lock = await cache.tryAcquireFillLock('k', 200);
+    const lock = await cache.tryAcquireFillLock?.('k', 200);
     expect(lock).toBeDefined();
     await client.scriptFlush();
     expect(await lock?.extend?.(5_000)).toBe(true);
@@ -146,7 +156,7 @@ describe('fill lock', () => {
   it('keeps user keys, locks and channels apart (a key named like a lock is just a key)', async () => {
     const cache = createUpstashCache({ client: h.client(), prefix: h.nextPrefix() });
     await cache.set('k:lock', entry('value', Date.now()), { ttl: 60_000 });
-    const lock = await cache.tryAcquireFillLock('k', 5_000);
+    const lock = await cache.tryAcquireFillLock?.('k', 5_000);
     expect(lock).toBeDefined();
     expect((await cache.get('k:lock'))?.value).toBe('value');
     await lock?.release('filled');

@@ -19,6 +19,7 @@ export function storageCases(ctx: SuiteContext): void {
     expect(typeof cache.onFillDone === 'function', 'push').toBe(capabilities.push);
     expect(typeof cache.roundTrip === 'function', 'roundTrip').toBe(capabilities.roundTrip);
     expect(typeof cache.invalidateTags === 'function', 'tags').toBe(capabilities.tags === true);
+    expect(cache.bus !== undefined, 'bus').toBe(capabilities.bus ?? false);
     if (capabilities.lock) {
       const lock = await cache.tryAcquireFillLock?.('capabilities', 5_000);
       expect(lock).toBeDefined();
@@ -59,6 +60,19 @@ export function storageCases(ctx: SuiteContext): void {
     await cache.set('round-trip', entry(value, Date.now(), 60_000), { ttl: 60_000 });
     expect((await cache.get('round-trip'))?.value).toEqual(expected);
   });
+
+  it.skipIf(capabilities.delta === false)(
+    "keeps an entry's delta (its fill's duration), and none where there was none",
+    async () => {
+      const cache = ctx.cache();
+      const timed = { ...entry('timed', Date.now(), 60_000), delta: 137 };
+      await cache.set('delta', timed, { ttl: 60_000 });
+      expect(await cache.get('delta')).toEqual(timed);
+      const untimed = entry('untimed', Date.now(), 60_000);
+      await cache.set('no-delta', untimed, { ttl: 60_000 });
+      expect((await cache.get('no-delta'))?.delta).toBeUndefined();
+    },
+  );
 
   it('round-trips an entry that never expires', async () => {
     const cache = ctx.cache();
@@ -120,6 +134,10 @@ export function storageCases(ctx: SuiteContext): void {
     await cache.set('replicated', written, { ttl: 60_000 });
     expectReplicated(await peer.get('replicated'), written);
     await peer.delete('replicated');
-    expect(await cache.get('replicated')).toBeUndefined();
+    const read = await ctx.acrossReplicas(
+      () => cache.get('replicated'),
+      (found) => found === undefined,
+    );
+    expect(read).toBeUndefined();
   });
 }

@@ -1,0 +1,201 @@
+import { isThenable, writeEntry } from './backend.js';
+import { takeRefreshSlot } from './background.js';
+import type { CacheEntry } from './cache.js';
+import { emit, hasListeners } from './events.js';
+import type { Flight } from './flight.js';
+import type { ResolvedOptions } from './options.js';
+import { raceTimeout } from './race-timeout.js';
+import type { CacheState } from './registry.js';
+import { reportBackendError } from './stats.js';
+
+/**
+ * A previous value that a failing fill of its key may answer with (`failSafe`): the entry the miss
+ * read, and until when it may serve.
+ */
+export interface Fallback {
+  /** The entry as the cache returned it (its value is what a hit would return). */
+  readonly entry: CacheEntry;
+  /**
+   * `maxStale` past the end of the value's freshness, ms since the epoch. The freshness of a value
+   * that was re-armed counts from the fill that produced it (`createdAt + ttl`), not from the
+   * re-arm, so re-arming never stretches the limit.
+   */
+  readonly until: number;
+}
+
+// How long an invalidation is remembered for fail-safe: a read that was already in flight when the
+// key was invalidated may still return the old entry, and that entry must not become a fallback.
+// Reads are bounded by the adapters (about a second); a minute is far beyond any of them.
+const INVALIDATION_MEMORY_MS = 60_000;
+
+/**
+ * Remembers that `key` was invalidated (or set directly) now: an entry created before this moment
+ * never serves as a fail-safe fallback, even when a read that started earlier returns it.
+ */
+export function recordInvalidation(state: CacheState, key: string): void {
+  const now = Date.now();
+  state.invalidatedAt ??= new Map();
+  const records = state.invalidatedAt;
+  records.delete(key);
+  records.set(key, now);
+  // Oldest first (insertion order): drop what no read can still be waiting on.
+  for (const [oldKey, at] of records) {
+    if (now - at < INVALIDATION_MEMORY_MS) break;
+    records.delete(oldKey);
+  }
+}
+
+function invalidatedAfter(state: CacheState, key: string, createdAt: number): boolean {
+  const at = state.invalidatedAt?.get(key);
+  return at !== undefined && createdAt < at;
+}
+
+/**
+ * The fallback `entry` offers for a fill of `key` under `options`, or `undefined`: fail-safe off,
+ * no entry, an entry past `maxStale`, or one created before the key was last invalidated.
+ */
+export function fallbackFor(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry | undefined,
+  options: ResolvedOptions,
+): Fallback | undefined {
+  const failSafe = options.failSafe;
+  if (failSafe === undefined || entry === undefined) return undefined;
+  const freshEnd =
+    options.ttl === undefined ? entry.freshUntil : Math.min(entry.freshUntil, entry.createdAt + options.ttl);
+  const until = freshEnd + failSafe.maxStale;
+  if (!(Date.now() < until) || invalidatedAfter(state, key, entry.createdAt)) return undefined;
+  return { entry, until };
+}
+
+/** The fallback of `flight` if it may still answer now: not past its `until`, key not invalidated. */
+function usableFallback(flight: Flight): Fallback | undefined {
+  const fallback = flight.fallback;
+  if (fallback === undefined || flight.invalidated || !(Date.now() < fallback.until)) return undefined;
+  return fallback;
+}
+
+/**
+ * How long the read that confirms a fallback may take before the value read at the miss is used
+ * as it is (the cache is then as slow as the source; answering beats waiting).
+ */
+export const CONFIRM_READ_MS = 250;
+
+/**
+ * The value a failed fill of `flight` falls back on, confirmed by reading the cache once more: the
+ * fallback was read when the fill started, and the key may have changed since on another replica.
+ * The entry found decides: none (deleted, invalidated, or gone): no fallback, the failure stands;
+ * the same entry (or its re-armed copy, same `createdAt`): the fallback; another entry (another
+ * replica filled or set the key): that entry, within its own `maxStale`. A cache that fails or
+ * does not answer within {@link CONFIRM_READ_MS} leaves the fallback read at the miss: when the
+ * source and the cache are both down, the last value known is still the best answer.
+ */
+export function confirmFallback(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+): Fallback | undefined | Promise<Fallback | undefined> {
+  const captured = usableFallback(flight);
+  if (captured === undefined) return undefined;
+  const key = flight.key;
+  const decide = (entry: CacheEntry | undefined): Fallback | undefined => {
+    if (usableFallback(flight) === undefined || entry === undefined) return undefined;
+    if (entry.createdAt === captured.entry.createdAt) return captured;
+    return fallbackFor(state, key, entry, options);
+  };
+  let read: ReturnType<CacheState['cache']['get']>;
+  try {
+    read = state.cache.get(key);
+  } catch (error) {
+    reportBackendError(state.name, 'get', key, error);
+    return captured;
+  }
+  if (!isThenable<CacheEntry | undefined>(read)) return decide(read);
+  return raceTimeout(
+    Promise.resolve(read),
+    CONFIRM_READ_MS,
+    () => new Error(`cache.get for '${key}' did not settle within ${CONFIRM_READ_MS}ms`),
+  ).then(decide, (error: unknown) => {
+    reportBackendError(state.name, 'get', key, error);
+    return usableFallback(flight);
+  });
+}
+
+/**
+ * Fail-safe answered for `flight` with `fallback` (its callers have the value): counts the
+ * activation, emits the event and re-arms the value (written fresh for `throttle`, kept in
+ * `flight.rearming`).
+ */
+export function activate(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  fallback: Fallback,
+  reason: 'error' | 'timeout',
+): void {
+  const failSafe = options.failSafe;
+  if (failSafe === undefined) return;
+  const now = Date.now();
+  state.counters.failSafeActivations++;
+  if (hasListeners()) {
+    emit({
+      type: 'fail-safe',
+      cache: state.name,
+      key: flight.key,
+      reason,
+      staleMs: Math.max(0, now - fallback.entry.freshUntil),
+      background: flight.background || flight.early !== undefined,
+    });
+  }
+  flight.rearming = rearm(state, flight.key, fallback, failSafe.throttle, options.grace, now);
+}
+
+/**
+ * Writes `fallback`'s value back, fresh for `throttle` (never past `until`), so that the next
+ * callers here and on other replicas hit it instead of retrying the failing source. It keeps the
+ * previous entry's `createdAt`: the never-older rule lets it replace that entry (a tie goes to the
+ * write), any real fill that started since then wins over it, and a delete since then (a
+ * tombstone, a deletion record) refuses it, so an invalidated key does not come back. Physically it
+ * is kept until `until`, so it can serve as a fallback again.
+ */
+function rearm(
+  state: CacheState,
+  key: string,
+  fallback: Fallback,
+  throttle: number,
+  grace: number,
+  now: number,
+): Promise<void> | undefined {
+  const { entry, until } = fallback;
+  const freshUntil = Math.min(now + throttle, until);
+  // Found fresh at least that long (another replica filled it meanwhile): nothing to re-arm.
+  if (entry.freshUntil >= freshUntil) return undefined;
+  const staleUntil = Math.max(freshUntil, Math.min(freshUntil + grace, until));
+  // Everything else the entry carries (its fill time `delta`, its tags) stays as it was.
+  const rearmed: CacheEntry = { ...entry, freshUntil, staleUntil };
+  const physical = until > Number.MAX_SAFE_INTEGER ? undefined : until - now;
+  return writeEntry(state, key, rearmed, physical);
+}
+
+/**
+ * The soft timeout of a foreground `flight`: when its fallback may still answer and a
+ * background-refresh slot is free, answers every caller with the previous value and returns true
+ * (the fill goes on, holding the slot until it settles). Otherwise false: the callers keep waiting.
+ */
+export function softTimeout(state: CacheState, flight: Flight): boolean {
+  const fallback = usableFallback(flight);
+  if (fallback === undefined || flight.result !== undefined || flight.early !== undefined) return false;
+  if (!takeRefreshSlot()) return false;
+  state.counters.softTimeouts++;
+  if (hasListeners()) {
+    emit({
+      type: 'soft-timeout',
+      cache: state.name,
+      key: flight.key,
+      durationMs: Date.now() - flight.startedAt,
+    });
+  }
+  flight.answerEarly(fallback.entry.value);
+  return true;
+}

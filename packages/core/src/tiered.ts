@@ -1,0 +1,358 @@
+import { isThenable } from './backend.js';
+import type { Cache, CacheBus, CacheEntry, CacheSetOptions, MaybePromise } from './cache.js';
+import { type Duration, toPositiveMilliseconds } from './duration.js';
+import { emit, hasListeners } from './events.js';
+import { countersFor, reportBackendError } from './stats.js';
+
+/** Options of {@link createTieredCache}. */
+export interface TieredCacheOptions {
+  /**
+   * The in-process cache in front (L1), normally `createMemoryCache()`. Give it to this tiered cache
+   * alone: it holds copies of the remote's entries, and is cleared when the bus reconnects.
+   */
+  local: Cache;
+  /**
+   * The shared cache behind (L2): Redis, node-redis, Upstash. Its `bus`, when it has one, keeps every
+   * replica's L1 coherent; its fill lock and push wake-up are this cache's.
+   */
+  remote: Cache;
+  /** The cache's name in stats, events and metric labels. @default 'tiered' */
+  name?: string | undefined;
+  /**
+   * The longest an L1 copy lives after it came from (or was written to) the remote cache: the bound
+   * on how stale a replica can be when a bus message is lost, or when the remote has no bus (then
+   * it is the only bound). An L1 copy never outlives the entry's own freshness and grace either.
+   * @default 60000 (1 minute)
+   */
+  localTtl?: Duration | undefined;
+}
+
+/** A {@link Cache} made of a local cache in front of a remote one (see {@link createTieredCache}). */
+export interface TieredCache extends Cache {
+  readonly name: string;
+  /** The local cache (L1) given in the options. */
+  readonly local: Cache;
+  /** The remote cache (L2) given in the options. */
+  readonly remote: Cache;
+  /**
+   * A fresh L1 entry synchronously (no remote command); otherwise the remote's entry, kept in L1.
+   * When the remote read fails, an L1 copy still within its grace is returned instead.
+   */
+  get(key: string): MaybePromise<CacheEntry | undefined>;
+  /**
+   * Writes the remote cache, then L1 (the never-older rule applies on both), then tells the other
+   * replicas to evict the key. Resolves `false` when the remote refused the write (the L1 copy is
+   * dropped then). When the remote write fails, L1 is written anyway and the error is rethrown.
+   */
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
+  /** Deletes from the remote cache, then from L1, then tells the other replicas to evict the key. */
+  delete(key: string): Promise<void>;
+  /** Stops listening on the remote's bus. Closes neither `local` nor `remote` (you own them). */
+  close(): void;
+}
+
+/** A local cache that can drop everything at once (the memory adapter can). */
+type Clearable = Cache & { clear?(): MaybePromise<void> };
+
+/** A remote read or write in flight; `evicted` turns true when the key is evicted meanwhile. */
+interface Pending {
+  evicted: boolean;
+}
+
+/** Bus message kinds: `k` evicts one key. Unknown kinds are ignored (newer replicas may add some). */
+const EVICT_KEY = 'k';
+
+function checkCache(value: unknown, name: string): asserts value is Cache {
+  if (typeof value !== 'object' || value === null) {
+    throw new TypeError(`${name} must be a Cache object; got ${value === null ? 'null' : typeof value}`);
+  }
+  for (const method of ['get', 'set', 'delete'] as const) {
+    if (typeof (value as Partial<Cache>)[method] !== 'function') {
+      throw new TypeError(`${name} must implement the Cache interface: ${name}.${method} is not a function`);
+    }
+  }
+}
+
+function checkBus(bus: unknown): asserts bus is CacheBus | undefined {
+  if (bus === undefined) return;
+  const candidate = bus as Partial<CacheBus> | null;
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.publish !== 'function' ||
+    typeof candidate.subscribe !== 'function'
+  ) {
+    throw new TypeError('options.remote.bus must have publish and subscribe functions when present');
+  }
+}
+
+// Tells this instance's messages from other replicas'. Not a secret: Math.random suffices, and it is
+// available on every runtime.
+function originId(): string {
+  return `${Math.random().toString(36).slice(2, 10)}${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/**
+ * A cache made of an in-process cache (L1) in front of a shared remote cache (L2). An L1 hit costs no
+ * remote command and stays a synchronous read, so `getOrCompute`'s hit path applies to it. An L1 miss
+ * reads the remote and keeps the entry in L1 for at most `localTtl` (and never past the entry's own
+ * freshness and grace). Writes go to the remote, then to L1.
+ *
+ * With a remote that has an invalidation bus (`@stampede/redis`, `@stampede/node-redis` and
+ * `@stampede/upstash` do), every write and delete, and so every `setValue`, `invalidate` and fill,
+ * evicts the key from the other replicas' L1 (they read the remote again when next asked, they do
+ * not re-read on the message). After the bus reconnects, L1 is cleared (messages may have been
+ * missed), counted in `busRecoveries` and emitted as a `bus-recovery` event. Without a bus, a
+ * replica may serve an L1 copy up to `localTtl` after another replica changed it.
+ *
+ * The fill lock, push wake-up and serializer round trip are the remote's. When the remote is down,
+ * fresh L1 entries are still served and misses fill locally (their writes still land in L1).
+ *
+ * @throws TypeError when `local` or `remote` is not a Cache, or `name` is not a non-empty string
+ * @throws RangeError when `localTtl` is not a duration of at least 1 ms
+ * @example
+ * const cache = createTieredCache({
+ *   local: createMemoryCache({ max: 10_000 }),
+ *   remote: createRedisCache({ client: new Redis(process.env.REDIS_URL) }),
+ *   localTtl: '30s',
+ * });
+ * const count = await getOrCompute(cache, 'bookmark_count', '5m', countBookmarks);
+ */
+export function createTieredCache(options: TieredCacheOptions): TieredCache {
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  const { local, remote, name = 'tiered', localTtl: localTtlOption = 60_000 } = options;
+  checkCache(local, 'options.local');
+  checkCache(remote, 'options.remote');
+  if (local === remote) throw new TypeError('options.local and options.remote must be different caches');
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new TypeError('options.name must be a non-empty string');
+  }
+  const localTtl = toPositiveMilliseconds(localTtlOption, 'options.localTtl');
+  const bus = remote.bus;
+  checkBus(bus);
+
+  const counters = countersFor(name);
+  const origin = originId();
+  const clearable = local as Clearable;
+  // A local cache without `clear` has its keys tracked instead, so a bus recovery can drop them.
+  const tracked = typeof clearable.clear === 'function' ? undefined : new Set<string>();
+  // Remote reads and writes in flight, by key: an eviction meanwhile marks them, and their result is
+  // then not kept in L1 (it may predate the change the eviction announced).
+  const pending = new Map<string, Set<Pending>>();
+
+  const begin = (key: string): Pending => {
+    const token: Pending = { evicted: false };
+    const set = pending.get(key);
+    if (set === undefined) pending.set(key, new Set([token]));
+    else set.add(token);
+    return token;
+  };
+  const end = (key: string, token: Pending): void => {
+    const set = pending.get(key);
+    if (set === undefined) return;
+    set.delete(token);
+    if (set.size === 0) pending.delete(key);
+  };
+
+  // Local faults are the local cache's own business: a copy that cannot be dropped or written is a
+  // reported fault, never a failed call (the remote answer still stands).
+  const settleLocal = (key: string, operation: 'set' | 'delete', run: () => unknown): void => {
+    try {
+      const done = run();
+      if (isThenable(done)) {
+        Promise.resolve(done).then(undefined, (error: unknown) =>
+          reportBackendError(name, operation, key, error),
+        );
+      }
+    } catch (error) {
+      reportBackendError(name, operation, key, error);
+    }
+  };
+  const evictLocal = (key: string): void => {
+    const set = pending.get(key);
+    if (set !== undefined) for (const token of set) token.evicted = true;
+    tracked?.delete(key);
+    settleLocal(key, 'delete', () => local.delete(key));
+  };
+  const keepLocal = (key: string, entry: CacheEntry, ttl: number, direct: boolean | undefined): void => {
+    tracked?.add(key);
+    settleLocal(key, 'set', () => local.set(key, entry, { ttl, direct }));
+  };
+  const clearLocal = (): void => {
+    for (const set of pending.values()) for (const token of set) token.evicted = true;
+    if (tracked === undefined) {
+      try {
+        const done = clearable.clear?.();
+        if (isThenable(done)) {
+          Promise.resolve(done).then(undefined, (error: unknown) =>
+            reportBackendError(name, 'delete', undefined, error),
+          );
+        }
+      } catch (error) {
+        reportBackendError(name, 'delete', undefined, error);
+      }
+      return;
+    }
+    for (const key of [...tracked]) evictLocal(key);
+  };
+
+  const publishEviction = async (key: string): Promise<void> => {
+    if (bus === undefined) return;
+    try {
+      await bus.publish(`${origin}|${EVICT_KEY}|${key}`);
+    } catch (error) {
+      // The write itself landed; the other replicas' copies expire within localTtl.
+      reportBackendError(name, 'publish', key, error);
+    }
+  };
+
+  const onMessage = (text: string): void => {
+    const first = text.indexOf('|');
+    const second = first === -1 ? -1 : text.indexOf('|', first + 1);
+    if (second === -1) return;
+    // A replica never evicts on its own message: its local copy is the value it just wrote.
+    if (text.slice(0, first) === origin) return;
+    if (text.slice(first + 1, second) !== EVICT_KEY) return;
+    counters.busEvictions++;
+    evictLocal(text.slice(second + 1));
+  };
+  let acknowledged = false;
+  const onSubscribed = (): void => {
+    const recovery = acknowledged;
+    acknowledged = true;
+    // Copies taken before the subscription was acknowledged may have missed messages too; only a
+    // reconnection counts as a recovery.
+    clearLocal();
+    if (!recovery) return;
+    counters.busRecoveries++;
+    if (hasListeners()) emit({ type: 'bus-recovery', cache: name });
+  };
+  const unsubscribe = bus?.subscribe({ message: onMessage, subscribed: onSubscribed });
+
+  const readRemote = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
+    const token = begin(key);
+    const found = (entry: CacheEntry | undefined): CacheEntry | undefined => {
+      end(key, token);
+      if (entry === undefined) return undefined;
+      counters.l2Hits++;
+      const ttl = Math.min(localTtl, entry.staleUntil - Date.now());
+      if (!token.evicted && ttl > 0) keepLocal(key, entry, ttl, true);
+      return entry;
+    };
+    const failed = (error: unknown): CacheEntry | undefined => {
+      end(key, token);
+      // The remote is down: an L1 copy still within its grace beats a miss (SWR can serve it).
+      if (copy === undefined || !(Date.now() < copy.staleUntil)) throw error;
+      reportBackendError(name, 'get', key, error);
+      return copy;
+    };
+    let read: MaybePromise<CacheEntry | undefined>;
+    try {
+      read = remote.get(key);
+    } catch (error) {
+      return failed(error);
+    }
+    if (!isThenable(read)) return found(read);
+    return Promise.resolve(read).then(found, failed);
+  };
+
+  const afterLocal = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
+    if (copy !== undefined && Date.now() < copy.freshUntil) {
+      counters.l1Hits++;
+      return copy;
+    }
+    if (copy === undefined) tracked?.delete(key);
+    return readRemote(key, copy);
+  };
+
+  const cache: TieredCache = {
+    name,
+    local,
+    remote,
+    get(key) {
+      let copy: MaybePromise<CacheEntry | undefined>;
+      try {
+        copy = local.get(key);
+      } catch (error) {
+        reportBackendError(name, 'get', key, error);
+        return readRemote(key, undefined);
+      }
+      if (!isThenable(copy)) return afterLocal(key, copy);
+      return Promise.resolve(copy).then(
+        (entry) => afterLocal(key, entry),
+        (error: unknown) => {
+          reportBackendError(name, 'get', key, error);
+          return readRemote(key, undefined);
+        },
+      );
+    },
+    async set(key, entry, setOptions) {
+      const token = begin(key);
+      let written: unknown;
+      let failure: { error: unknown } | undefined;
+      try {
+        written = await remote.set(key, entry, setOptions);
+      } catch (error) {
+        failure = { error };
+      } finally {
+        end(key, token);
+      }
+      // Refused by the remote (a newer entry or delete is there), or changed elsewhere meanwhile:
+      // L1 must not keep this copy. A failed remote write still lands in L1 (the remote is down).
+      if (written === false || token.evicted) {
+        evictLocal(key);
+      } else {
+        const copy = localCopy(entry);
+        if (copy !== undefined) {
+          const ttl = setOptions.ttl === undefined ? localTtl : Math.min(setOptions.ttl, localTtl);
+          // Stored by the remote, which has checked it against its own deletes: L1 follows even if it
+          // deleted the key since the write's fill started (say, on a refused write or a bus
+          // message). Only the never-older rule against L1's own copy applies then.
+          keepLocal(key, copy, ttl, written === true ? true : setOptions.direct);
+        }
+      }
+      await publishEviction(key);
+      if (failure !== undefined) throw failure.error;
+      return written !== false;
+    },
+    async delete(key) {
+      let failure: { error: unknown } | undefined;
+      try {
+        await remote.delete(key);
+      } catch (error) {
+        failure = { error };
+      }
+      evictLocal(key);
+      await publishEviction(key);
+      if (failure !== undefined) throw failure.error;
+    },
+    close() {
+      unsubscribe?.();
+    },
+  };
+
+  // The value L1 keeps is the one the remote would give back, so L1 and L2 hits agree (a `Date`
+  // read back as its ISO string on every replica). A value the remote cannot carry stays out of L1.
+  const localCopy = (entry: CacheEntry): CacheEntry | undefined => {
+    if (remote.roundTrip === undefined) return entry;
+    try {
+      return { ...entry, value: remote.roundTrip(entry.value) };
+    } catch {
+      return undefined;
+    }
+  };
+
+  if (remote.tryAcquireFillLock !== undefined) {
+    const tryAcquire = remote.tryAcquireFillLock.bind(remote);
+    Object.assign(cache, { tryAcquireFillLock: (key: string, ttl: number) => tryAcquire(key, ttl) });
+  }
+  if (remote.onFillDone !== undefined) {
+    const onFillDone = remote.onFillDone.bind(remote);
+    Object.assign(cache, { onFillDone });
+  }
+  if (remote.roundTrip !== undefined) {
+    const roundTrip = remote.roundTrip.bind(remote);
+    Object.assign(cache, { roundTrip });
+  }
+  return cache;
+}

@@ -1,0 +1,206 @@
+// Caches and a bus for the tiered cache's tests. The core cannot depend on @stampede/memory (it is
+// memory's peer), so `localCache` is a small synchronous cache with the same rules: physical expiry,
+// never-older, deletion records that refuse older fills, and `clear`.
+import type { Cache, CacheBus, CacheBusHandlers, CacheEntry, CacheSetOptions } from '../src/index.js';
+
+/** What happened, in order, across the caches and the bus of one test. */
+export type Log = string[];
+
+export interface LocalCache extends Cache {
+  get(key: string): CacheEntry | undefined;
+  set(key: string, entry: CacheEntry, options: CacheSetOptions): boolean;
+  delete(key: string): void;
+  clear(): void;
+  /** When the stored copy of `key` expires physically (Infinity for none), or undefined. */
+  expiresAt(key: string): number | undefined;
+  readonly size: number;
+}
+
+/** A synchronous in-process cache following the memory adapter's rules. */
+export function localCache(log: Log = [], label = 'local'): LocalCache {
+  const entries = new Map<string, { entry: CacheEntry; expiresAt: number }>();
+  const deletions = new Map<string, number>();
+  let floor = Number.NEGATIVE_INFINITY;
+  const live = (key: string) => {
+    const found = entries.get(key);
+    if (found !== undefined && Date.now() >= found.expiresAt) {
+      entries.delete(key);
+      return undefined;
+    }
+    return found;
+  };
+  return {
+    name: label,
+    get size() {
+      return entries.size;
+    },
+    get(key) {
+      return live(key)?.entry;
+    },
+    set(key, entry, { ttl, direct }) {
+      log.push(`${label}.set ${key}`);
+      if (direct !== true && (entry.createdAt < floor || entry.createdAt < (deletions.get(key) ?? floor)))
+        return false;
+      const stored = live(key)?.entry;
+      if (stored !== undefined && stored.createdAt > entry.createdAt) return false;
+      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now())) entries.delete(key);
+      else
+        entries.set(key, {
+          entry,
+          expiresAt: ttl === undefined ? Number.POSITIVE_INFINITY : Date.now() + ttl,
+        });
+      return true;
+    },
+    delete(key) {
+      log.push(`${label}.delete ${key}`);
+      entries.delete(key);
+      deletions.set(key, Date.now());
+    },
+    clear() {
+      log.push(`${label}.clear`);
+      entries.clear();
+      deletions.clear();
+      floor = Date.now();
+    },
+    expiresAt(key) {
+      return live(key)?.expiresAt;
+    },
+  };
+}
+
+/** The shared "server" of the remote caches: entries, tombstones and a pub/sub hub. */
+export class RemoteStore {
+  readonly entries = new Map<string, { entry: CacheEntry; expiresAt: number }>();
+  readonly deletedAt = new Map<string, number>();
+  readonly subscribers = new Set<CacheBusHandlers>();
+  /** While true, published messages wait in `held` (a slow network). */
+  hold = false;
+  readonly held: string[] = [];
+  /** While true, every remote call (and publish) throws: the server is down. */
+  down = false;
+
+  read(key: string): CacheEntry | undefined {
+    const found = this.entries.get(key);
+    if (found === undefined) return undefined;
+    if (Date.now() >= found.expiresAt) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return found.entry;
+  }
+
+  write(key: string, entry: CacheEntry, ttl: number | undefined, direct?: boolean): boolean {
+    const existing = this.read(key);
+    if (existing !== undefined && existing.createdAt > entry.createdAt) return false;
+    if (direct !== true && entry.createdAt < (this.deletedAt.get(key) ?? Number.NEGATIVE_INFINITY))
+      return false;
+    this.entries.set(key, {
+      entry,
+      expiresAt: ttl === undefined ? Number.POSITIVE_INFINITY : Date.now() + ttl,
+    });
+    return true;
+  }
+
+  deliver(message: string): void {
+    if (this.hold) {
+      this.held.push(message);
+      return;
+    }
+    for (const handlers of [...this.subscribers]) handlers.message(message);
+  }
+
+  /** Delivers the held messages and stops holding. */
+  release(): void {
+    this.hold = false;
+    for (const message of this.held.splice(0)) this.deliver(message);
+  }
+
+  /** The subscribers' connections drop... */
+  disconnect(): void {
+    for (const handlers of this.subscribers) handlers.lost?.();
+  }
+
+  /** ...and come back: every subscription is acknowledged again. */
+  reconnect(): void {
+    for (const handlers of this.subscribers) handlers.subscribed?.();
+  }
+}
+
+export interface RemoteCache extends Cache {
+  readonly calls: { get: number; set: number; delete: number; publish: number };
+  readonly store: RemoteStore;
+  /** Read results wait for `releaseReads()` while true. */
+  holdReads: boolean;
+  releaseReads(): void;
+}
+
+export interface RemoteCacheOptions {
+  /** Offer a bus. @default true */
+  bus?: boolean;
+  /** Offer `roundTrip` through JSON. @default false */
+  roundTrip?: boolean;
+  log?: Log;
+}
+
+/** An asynchronous remote cache on `store`, with a bus on the store's hub. */
+export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}): RemoteCache {
+  const log = options.log ?? [];
+  const calls = { get: 0, set: 0, delete: 0, publish: 0 };
+  const waiting: (() => void)[] = [];
+  const check = (): void => {
+    if (store.down) throw new Error('remote down');
+  };
+  const cache: RemoteCache = {
+    name: 'remote',
+    calls,
+    store,
+    holdReads: false,
+    releaseReads() {
+      this.holdReads = false;
+      for (const go of waiting.splice(0)) go();
+    },
+    async get(key) {
+      calls.get++;
+      check();
+      if (cache.holdReads) {
+        const entry = store.read(key);
+        await new Promise<void>((resolve) => waiting.push(resolve));
+        return entry;
+      }
+      return store.read(key);
+    },
+    async set(key, entry, { ttl, direct }) {
+      calls.set++;
+      log.push(`remote.set ${key}`);
+      check();
+      return store.write(key, entry, ttl, direct);
+    },
+    async delete(key) {
+      calls.delete++;
+      log.push(`remote.delete ${key}`);
+      check();
+      store.entries.delete(key);
+      store.deletedAt.set(key, Date.now());
+    },
+  };
+  if (options.bus !== false) {
+    const bus: CacheBus = {
+      async publish(message) {
+        calls.publish++;
+        log.push(`publish ${message.slice(message.indexOf('|') + 1)}`);
+        check();
+        store.deliver(message);
+      },
+      subscribe(handlers) {
+        store.subscribers.add(handlers);
+        handlers.subscribed?.();
+        return () => store.subscribers.delete(handlers);
+      },
+    };
+    Object.assign(cache, { bus });
+  }
+  if (options.roundTrip === true) {
+    Object.assign(cache, { roundTrip: (value: unknown) => JSON.parse(JSON.stringify(value)) });
+  }
+  return cache;
+}

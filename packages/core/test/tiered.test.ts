@@ -1,0 +1,406 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  type CacheEntry,
+  createTieredCache,
+  getOrCompute,
+  getOrComputeWith,
+  getValue,
+  inFlightCount,
+  invalidate,
+  onStampedeEvent,
+  resetStats,
+  type StampedeEvent,
+  setValue,
+  statsByCache,
+} from '../src/index.js';
+import { flush } from './helpers.js';
+import { type Log, localCache, RemoteStore, remoteCache } from './tiered-fixtures.js';
+
+const isThenable = (value: unknown): boolean =>
+  typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
+
+let names = 0;
+/** A replica: its own L1 and tiered cache, on the shared `store`. */
+function replica(store: RemoteStore, options: { localTtl?: number; bus?: boolean; log?: Log } = {}) {
+  const log = options.log ?? [];
+  const local = localCache(log);
+  const remote = remoteCache(store, { bus: options.bus, log });
+  const name = `tiered-${++names}`;
+  const cache = createTieredCache({ local, remote, name, localTtl: options.localTtl });
+  const counters = () => statsByCache()[name];
+  return { cache, local, remote, name, counters, log };
+}
+
+/** Waits until every fill of `cache` has written (a settled flight stays registered until then). */
+async function settled(cache: Parameters<typeof inFlightCount>[0]): Promise<void> {
+  for (let i = 0; i < 100 && inFlightCount(cache) !== 0; i++) await flush();
+  expect(inFlightCount(cache)).toBe(0);
+}
+
+function entry(value: unknown, createdAt: number, ttl: number, grace = 0): CacheEntry {
+  return { value, createdAt, freshUntil: createdAt + ttl, staleUntil: createdAt + ttl + grace };
+}
+
+beforeEach(() => {
+  resetStats();
+  vi.useFakeTimers({ now: 1_700_000_000_000 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('createTieredCache', () => {
+  it('rejects bad options with errors naming them, before any I/O', () => {
+    const store = new RemoteStore();
+    const local = localCache();
+    const remote = remoteCache(store);
+    // @ts-expect-error: options are required
+    expect(() => createTieredCache(undefined)).toThrow(new TypeError('options must be an object'));
+    // @ts-expect-error: local must be a cache
+    expect(() => createTieredCache({ local: {}, remote })).toThrow(/options\.local.*get/);
+    // @ts-expect-error: remote must be a cache
+    expect(() => createTieredCache({ local, remote: null })).toThrow(TypeError);
+    expect(() => createTieredCache({ local, remote: local })).toThrow(/options\.local and options\.remote/);
+    expect(() => createTieredCache({ local, remote, name: '' })).toThrow(/options\.name/);
+    expect(() => createTieredCache({ local, remote, localTtl: 0 })).toThrow(RangeError);
+    expect(() => createTieredCache({ local, remote, localTtl: -1 })).toThrow(/options\.localTtl/);
+    // @ts-expect-error: not a duration
+    expect(() => createTieredCache({ local, remote, localTtl: '5 weeks' })).toThrow(/options\.localTtl/);
+    const badBus = { ...remote, bus: { publish: () => {} } };
+    // @ts-expect-error: a bus needs subscribe
+    expect(() => createTieredCache({ local, remote: badBus })).toThrow(/options\.remote\.bus/);
+    expect(store.subscribers.size).toBe(0);
+    expect(remote.calls).toEqual({ get: 0, set: 0, delete: 0, publish: 0 });
+  });
+
+  it('offers the lock, push wake-up and round trip exactly when the remote does', () => {
+    const store = new RemoteStore();
+    const plain = createTieredCache({ local: localCache(), remote: remoteCache(store) });
+    expect(plain.tryAcquireFillLock).toBeUndefined();
+    expect(plain.onFillDone).toBeUndefined();
+    expect(plain.roundTrip).toBeUndefined();
+    expect(plain.name).toBe('tiered');
+    const remote = remoteCache(store, { roundTrip: true });
+    const lock = { release: () => {} };
+    const withAll = Object.assign(remote, {
+      tryAcquireFillLock: vi.fn(() => lock),
+      onFillDone: vi.fn(() => () => {}),
+    });
+    const tiered = createTieredCache({ local: localCache(), remote: withAll });
+    expect(tiered.tryAcquireFillLock?.('k', 1_000)).toBe(lock);
+    expect(withAll.tryAcquireFillLock).toHaveBeenCalledWith('k', 1_000);
+    const ready = () => {};
+    tiered.onFillDone?.('k', () => {}, ready);
+    expect(withAll.onFillDone).toHaveBeenCalledWith('k', expect.any(Function), ready);
+    expect(tiered.roundTrip?.({ at: new Date(0) })).toEqual({ at: '1970-01-01T00:00:00.000Z' });
+  });
+});
+
+describe('reads', () => {
+  it('serves an L1 hit synchronously with no remote command, through getOrCompute', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
+    const calls = { ...a.remote.calls };
+    expect(isThenable(a.cache.get('k'))).toBe(false);
+    const fill = vi.fn(() => 'filled');
+    for (let i = 0; i < 5; i++) expect(await getOrCompute(a.cache, 'k', 60_000, fill)).toBe('v');
+    expect(fill).not.toHaveBeenCalled();
+    expect(a.remote.calls).toEqual(calls);
+    expect(a.counters()?.hits).toBe(5);
+    expect(a.counters()?.l1Hits).toBe(6);
+    expect(a.counters()?.l2Hits).toBe(0);
+  });
+
+  it('reads L2 on an L1 miss and keeps the entry in L1', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    expect(await getOrCompute(a.cache, 'k', 60_000, () => 'from-a')).toBe('from-a');
+    await settled(a.cache);
+    const fill = vi.fn(() => 'from-b');
+    expect(await getOrCompute(b.cache, 'k', 60_000, fill)).toBe('from-a');
+    expect(b.remote.calls.get).toBe(1);
+    expect(b.counters()?.l2Hits).toBe(1);
+    expect(await getOrCompute(b.cache, 'k', 60_000, fill)).toBe('from-a');
+    expect(b.remote.calls.get).toBe(1);
+    expect(b.counters()?.l1Hits).toBe(1);
+    expect(fill).not.toHaveBeenCalled();
+  });
+
+  it('keeps an L2 entry in L1 at most localTtl: a lost message stales a replica no longer than that', async () => {
+    const store = new RemoteStore();
+    const a = replica(store, { localTtl: 1_000 });
+    const b = replica(store, { localTtl: 1_000 });
+    await setValue(a.cache, 'k', 'old', { ttl: 600_000 });
+    expect(await getValue(b.cache, 'k')).toBe('old');
+    expect(b.local.expiresAt('k')).toBe(Date.now() + 1_000);
+    store.hold = true; // the eviction message is lost
+    await setValue(a.cache, 'k', 'new', { ttl: 600_000 });
+    await vi.advanceTimersByTimeAsync(999);
+    expect(await getValue(b.cache, 'k')).toBe('old');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await getValue(b.cache, 'k')).toBe('new');
+  });
+
+  it('never keeps an L1 copy past the entry freshness and grace', async () => {
+    const store = new RemoteStore();
+    const a = replica(store, { localTtl: 60_000 });
+    const b = replica(store, { localTtl: 60_000 });
+    await setValue(a.cache, 'k', 'v', { ttl: 500, staleWhileRevalidate: 200 });
+    expect(await getValue(b.cache, 'k')).toBe('v');
+    expect(b.local.expiresAt('k')).toBe(Date.now() + 700);
+    await vi.advanceTimersByTimeAsync(500);
+    // Stale: not an L1 hit; the remote is asked (another replica may have refreshed it).
+    const reads = b.remote.calls.get;
+    expect(await getValue(b.cache, 'k', { allowStale: true })).toBe('v');
+    expect(b.remote.calls.get).toBe(reads + 1);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(b.local.get('k')).toBeUndefined();
+    expect(await b.cache.get('k')).toBeUndefined();
+  });
+
+  it('does not keep a remote read in L1 when the key was evicted while the read was in flight', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    await setValue(a.cache, 'k', 'old', { ttl: 60_000 });
+    b.remote.holdReads = true;
+    const read = b.cache.get('k'); // reads 'old' on the server, answer still on its way
+    await flush();
+    const evictions = b.counters()?.busEvictions ?? 0;
+    await setValue(a.cache, 'k', 'new', { ttl: 60_000 }); // evicts 'k' from b's L1 meanwhile
+    expect(b.counters()?.busEvictions).toBe(evictions + 1);
+    b.remote.releaseReads();
+    expect((await read)?.value).toBe('old');
+    expect(b.local.get('k')).toBeUndefined();
+    expect(await getValue(b.cache, 'k')).toBe('new');
+    expect(b.local.get('k')?.value).toBe('new');
+  });
+
+  it('serves fresh L1 hits while the remote is down, and fills misses locally', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    expect(await getOrCompute(a.cache, 'cached', 60_000, () => 'v')).toBe('v');
+    await settled(a.cache);
+    store.down = true;
+    const fill = vi.fn(() => 'local');
+    expect(await getOrCompute(a.cache, 'cached', 60_000, fill)).toBe('v');
+    expect(fill).not.toHaveBeenCalled();
+    expect(await getOrCompute(a.cache, 'other', 60_000, fill)).toBe('local');
+    await settled(a.cache);
+    expect(fill).toHaveBeenCalledTimes(1);
+    // The failed remote write still landed in L1: the next call is an L1 hit.
+    expect(await getOrCompute(a.cache, 'other', 60_000, fill)).toBe('local');
+    expect(fill).toHaveBeenCalledTimes(1);
+    expect(a.counters()?.backendErrors).toBeGreaterThanOrEqual(2); // the failed read and write
+  });
+
+  it('serves a stale L1 copy (SWR) when the remote read fails', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const options = { ttl: 1_000, staleWhileRevalidate: 10_000 };
+    await getOrComputeWith(a.cache, 'k', options, () => 'v');
+    await settled(a.cache);
+    await vi.advanceTimersByTimeAsync(2_000);
+    store.down = true;
+    const fill = vi.fn(() => 'refreshed');
+    expect(await getOrComputeWith(a.cache, 'k', options, fill)).toBe('v');
+    expect(a.counters()?.staleHits).toBe(1);
+  });
+});
+
+describe('writes', () => {
+  it('writes the remote, then L1, then publishes; deletes the same way', async () => {
+    const log: Log = [];
+    const a = replica(new RemoteStore(), { log });
+    await setValue(a.cache, 'k', 'v');
+    await invalidate(a.cache, 'k');
+    // The first acknowledgement of the subscription clears L1 (copies taken before may have missed
+    // messages), then each write goes remote first.
+    expect(log).toEqual([
+      'local.clear',
+      'remote.set k',
+      'local.set k',
+      'publish k|k',
+      'remote.delete k',
+      'local.delete k',
+      'publish k|k',
+    ]);
+  });
+
+  it('drops the L1 copy when the remote refuses the write (a newer entry is there)', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const now = Date.now();
+    a.local.set('k', entry('mine', now - 10, 60_000), { ttl: 60_000, direct: true });
+    store.write('k', entry('newer', now, 60_000), 60_000);
+    expect(await a.cache.set('k', entry('older', now - 5, 60_000), { ttl: 60_000 })).toBe(false);
+    expect(a.local.get('k')).toBeUndefined();
+    expect((await a.cache.get('k'))?.value).toBe('newer');
+  });
+
+  it('does not keep its write in L1 when another replica changed the key while the write was in flight', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    // a's write lands on the server at once, but its answer is slow; b's newer write and its
+    // eviction message arrive in between.
+    let answer: () => void = () => {};
+    const slow = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    a.remote.set = async (key, written, options) => {
+      const stored = store.write(key, written, options.ttl, options.direct);
+      await slow;
+      return stored;
+    };
+    const now = Date.now();
+    const writing = a.cache.set('k', entry('a', now, 60_000), { ttl: 60_000 });
+    await flush();
+    await b.cache.set('k', entry('b', now + 1, 60_000), { ttl: 60_000 });
+    answer();
+    expect(await writing).toBe(true);
+    expect(a.local.get('k')).toBeUndefined();
+    expect((await a.cache.get('k'))?.value).toBe('b');
+  });
+
+  it('writes L1 and rethrows when the remote write fails', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    store.down = true;
+    await expect(a.cache.set('k', entry('v', Date.now(), 60_000), { ttl: 60_000 })).rejects.toThrow(
+      'remote down',
+    );
+    expect(a.local.get('k')?.value).toBe('v');
+  });
+
+  it('keeps in L1 the value the remote would give back', async () => {
+    const store = new RemoteStore();
+    const local = localCache();
+    const cache = createTieredCache({ local, remote: remoteCache(store, { roundTrip: true }), name: 'rt' });
+    const at = new Date(0);
+    expect(await getOrCompute(cache, 'k', 60_000, () => ({ at }))).toEqual({ at: at.toISOString() });
+    await settled(cache);
+    expect(await getOrCompute(cache, 'k', 60_000, () => ({ at }))).toEqual({ at: at.toISOString() });
+    expect(statsByCache().rt?.l1Hits).toBe(1);
+  });
+
+  it('bounds an L1 write by localTtl', async () => {
+    const a = replica(new RemoteStore(), { localTtl: 2_000 });
+    await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
+    expect(a.local.expiresAt('k')).toBe(Date.now() + 2_000);
+    await setValue(a.cache, 'short', 'v', { ttl: 500 });
+    expect(a.local.expiresAt('short')).toBe(Date.now() + 500);
+  });
+});
+
+describe('the invalidation bus', () => {
+  it('evicts the key from every other replica on setValue, invalidate and a fill; never re-reads', async () => {
+    const store = new RemoteStore();
+    const [a, b, c] = [replica(store), replica(store), replica(store)];
+    await setValue(a.cache, 'k', 1, { ttl: 60_000 });
+    for (const r of [b, c]) expect(await getOrCompute(r.cache, 'k', 60_000, () => 0)).toBe(1);
+    const reads = b.remote.calls.get;
+    await invalidate(a.cache, 'k');
+    expect(b.local.get('k')).toBeUndefined();
+    expect(c.local.get('k')).toBeUndefined();
+    expect(b.remote.calls.get).toBe(reads); // evicted, not re-read
+    expect(await getOrCompute(b.cache, 'k', 60_000, () => 2)).toBe(2);
+    await settled(b.cache);
+    expect(await getOrCompute(a.cache, 'k', 60_000, () => 0)).toBe(2);
+    expect(await getOrCompute(c.cache, 'k', 60_000, () => 0)).toBe(2);
+    // One per message from another replica: a's setValue and invalidate, b's fill.
+    expect(b.counters()?.busEvictions).toBe(2);
+    expect(c.counters()?.busEvictions).toBe(3);
+    expect(a.counters()?.busEvictions).toBe(1);
+  });
+
+  it('ignores its own messages', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
+    expect(a.remote.calls.publish).toBe(1);
+    expect(a.local.get('k')?.value).toBe('v');
+    expect(a.counters()?.busEvictions).toBe(0);
+  });
+
+  it('ignores messages of unknown kinds and malformed ones', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
+    store.deliver('someone|t|k');
+    store.deliver('garbage');
+    expect(a.local.get('k')?.value).toBe('v');
+    store.deliver('someone|k|k');
+    expect(a.local.get('k')).toBeUndefined();
+  });
+
+  it('clears L1 when the bus reconnects, counts it and emits bus-recovery', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const events: StampedeEvent[] = [];
+    const off = onStampedeEvent((event) => events.push(event));
+    try {
+      await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
+      await setValue(a.cache, 'j', 'v', { ttl: 60_000 });
+      store.disconnect();
+      expect(a.local.size).toBe(2); // the localTtl bound holds while the bus is down
+      store.reconnect();
+      expect(a.local.size).toBe(0);
+      expect(a.counters()?.busRecoveries).toBe(1);
+      expect(events).toContainEqual({ type: 'bus-recovery', cache: a.name });
+      // Reads fill L1 again afterwards.
+      expect(await getValue(a.cache, 'k')).toBe('v');
+      expect(a.local.get('k')?.value).toBe('v');
+    } finally {
+      off();
+    }
+  });
+
+  it('clears a local cache without clear() by the keys it put there', async () => {
+    const store = new RemoteStore();
+    const base = localCache();
+    const { clear: _clear, ...local } = base;
+    const cache = createTieredCache({ local, remote: remoteCache(store), name: 'no-clear' });
+    await setValue(cache, 'k', 'v', { ttl: 60_000 });
+    store.reconnect();
+    expect(base.get('k')).toBeUndefined();
+  });
+
+  it('stops listening on close()', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    expect(store.subscribers.size).toBe(1);
+    a.cache.close();
+    expect(store.subscribers.size).toBe(0);
+  });
+
+  it('works without a bus: copies last localTtl', async () => {
+    const store = new RemoteStore();
+    const a = replica(store, { bus: false, localTtl: 1_000 });
+    const b = replica(store, { bus: false, localTtl: 1_000 });
+    await setValue(a.cache, 'k', 'old', { ttl: 60_000 });
+    expect(await getValue(b.cache, 'k')).toBe('old');
+    await setValue(a.cache, 'k', 'new', { ttl: 60_000 });
+    expect(await getValue(b.cache, 'k')).toBe('old');
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await getValue(b.cache, 'k')).toBe('new');
+  });
+});
+
+describe('writes after an L1 delete', () => {
+  it('follow the remote: a write the remote stored is kept in L1 even after an L1 eviction', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const now = Date.now();
+    await a.cache.set('order', entry('newer', now, 60_000), { ttl: 60_000 });
+    vi.advanceTimersByTime(5);
+    // Refused by the remote: L1 drops its copy (and its deletion record is newer than `now + 1`).
+    expect(await a.cache.set('order', entry('older', now - 1_000, 60_000), { ttl: 60_000 })).toBe(false);
+    expect((await a.cache.get('order'))?.value).toBe('newer');
+    expect(await a.cache.set('order', entry('newest', now + 1, 60_000), { ttl: 60_000 })).toBe(true);
+    expect(a.local.get('order')?.value).toBe('newest');
+    expect((await a.cache.get('order'))?.value).toBe('newest');
+  });
+});

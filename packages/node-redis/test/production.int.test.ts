@@ -1,0 +1,117 @@
+import { getOrComputeWith, onStampedeEvent, type WarningEvent } from '@stampede/core';
+import { type RedisServer, randomPrefix, startRedisServer, waitFor } from '@stampede/test-support';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNodeRedisCache, type NodeRedisCache } from '../src/index.js';
+
+// node-redis against servers of its own: values on one that evicts, locks on one that does not.
+let values: RedisServer;
+let locks: RedisServer;
+const observers: Redis[] = [];
+const closers: (() => unknown)[] = [];
+const warnings: WarningEvent[] = [];
+let stopListening: () => void = () => {};
+
+beforeAll(async () => {
+  [values, locks] = await Promise.all([
+    startRedisServer(['--maxmemory', '2mb', '--maxmemory-policy', 'allkeys-lru']),
+    startRedisServer(['--maxmemory-policy', 'noeviction']),
+  ]);
+  stopListening = onStampedeEvent((event) => {
+    if (event.type === 'warning') warnings.push(event);
+  });
+});
+
+afterAll(async () => {
+  stopListening();
+  for (const close of closers.reverse()) await close();
+  for (const observer of observers) observer.disconnect();
+  await Promise.all([values?.stop(), locks?.stop()]);
+});
+
+async function connected(url: string) {
+  const client = createClient({ url });
+  client.on('error', () => {});
+  await client.connect();
+  closers.push(() => client.destroy());
+  return client;
+}
+
+function observe(url: string): Redis {
+  const observer = new Redis(url);
+  observers.push(observer);
+  return observer;
+}
+
+describe('node-redis in production', () => {
+  it('with lockClient: values on one server, locks and announcements on the other; scripts loaded as it is created', async () => {
+    const [valuesAdmin, locksAdmin] = [observe(values.url), observe(locks.url)];
+    await Promise.all([valuesAdmin.script('FLUSH'), locksAdmin.script('FLUSH')]);
+    await Promise.all([valuesAdmin.config('RESETSTAT'), locksAdmin.config('RESETSTAT')]);
+    const prefix = randomPrefix('nr-split');
+    const replicas: NodeRedisCache[] = [];
+    for (const name of ['nr-split-a', 'nr-split-b']) {
+      const cache = createNodeRedisCache({
+        client: await connected(values.url),
+        lockClient: await connected(locks.url),
+        name,
+        prefix,
+      });
+      closers.push(() => cache.close());
+      replicas.push(cache);
+    }
+    let fills = 0;
+    const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 5_000 };
+    const started = performance.now();
+    const answers = await Promise.all(
+      replicas.flatMap((cache) =>
+        Array.from({ length: 10 }, () =>
+          getOrComputeWith(cache, 'k', options, async () => {
+            fills++;
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            return 'v';
+          }),
+        ),
+      ),
+    );
+    const slowest = performance.now() - started;
+    expect(answers.every((answer) => answer === 'v')).toBe(true);
+    expect(fills).toBe(1);
+    // Woken by the announcement on the lock server, not by the 5 s poll.
+    expect(slowest).toBeLessThan(2_000);
+    const [valueStats, lockStats] = await Promise.all([
+      valuesAdmin.info('commandstats'),
+      locksAdmin.info('commandstats'),
+    ]);
+    // Locks were taken (SET NX), released and announced on the lock server only: the value server
+    // ran one SET, the write script's. No script fell back to EVAL on either.
+    expect(lockStats).toMatch(/cmdstat_set:calls=\d+/);
+    expect(lockStats).toMatch(/cmdstat_publish:calls=\d+/);
+    expect(lockStats).toMatch(/cmdstat_subscribe:calls=\d+/);
+    expect(valueStats).toMatch(/cmdstat_set:calls=1,/);
+    expect(valueStats).not.toMatch(/cmdstat_publish:/);
+    expect(valueStats).not.toMatch(/cmdstat_eval:/);
+    expect(lockStats).not.toMatch(/cmdstat_eval:/);
+    expect(lockStats).toMatch(/cmdstat_script\|load:calls=\d+/);
+    expect(await valuesAdmin.keys(`${prefix}*`)).toEqual([`${prefix}{k}`]);
+    // The evicting server holds no lock: no warning for these caches.
+    expect(warnings.filter((warning) => warning.cache.startsWith('nr-split'))).toEqual([]);
+  });
+
+  it('warns once when the lock server can evict', async () => {
+    const cache = createNodeRedisCache({ client: await connected(values.url), name: 'nr-evicting' });
+    closers.push(() => cache.close());
+    const found = () => warnings.filter((warning) => warning.cache === 'nr-evicting');
+    await waitFor(() => found().length > 0, { timeout: 2_000, message: 'the eviction warning' });
+    // Used afterwards: still one.
+    await cache.set(
+      'k',
+      { value: 1, createdAt: Date.now(), freshUntil: Infinity, staleUntil: Infinity },
+      { ttl: 1_000 },
+    );
+    await cache.get('k');
+    expect(found()).toHaveLength(1);
+    expect(found()[0]?.message).toMatch(/allkeys-lru/);
+  });
+});

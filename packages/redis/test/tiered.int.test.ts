@@ -1,0 +1,193 @@
+import { fileURLToPath } from 'node:url';
+import {
+  broadcast,
+  randomPrefix,
+  startRedisServer,
+  startWorkers,
+  testRedis,
+  type Worker,
+} from '@stampede/test-support';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deletePrefix, stopWorkers } from './helpers.js';
+
+// A fleet of 4 replica processes, each a tiered cache (memory in front of Redis) with its own core.
+const REPLICA = fileURLToPath(new URL('./fixtures/tiered-replica.mjs', import.meta.url));
+const REPLICAS = 4;
+
+interface Counters {
+  hits: number;
+  l1Hits: number;
+  l2Hits: number;
+  busEvictions: number;
+  busRecoveries: number;
+}
+interface ReadReport {
+  id: string;
+  value?: string;
+  error?: string;
+  filled: number;
+  stats: Counters;
+  localSize: number;
+}
+
+function readAll(workers: readonly Worker[], key: string): Promise<ReadReport[]> {
+  return broadcast<ReadReport>(
+    workers,
+    { cmd: 'read', key },
+    (report) => 'value' in report || 'error' in report,
+  );
+}
+async function readOne(worker: Worker, key: string): Promise<ReadReport> {
+  const [report] = await readAll([worker], key);
+  if (report === undefined || report.error !== undefined) throw new Error(`read failed: ${report?.error}`);
+  return report;
+}
+/** Lets a fill's write (answered before it lands) and its bus message reach Redis and the fleet. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 200));
+}
+function stats(workers: readonly Worker[]) {
+  return broadcast<{ id: string; stats: Counters; localSize: number }>(
+    workers,
+    { cmd: 'stats' },
+    (report) => 'stats' in report,
+  );
+}
+async function update(worker: Worker, key: string, value: string): Promise<void> {
+  await broadcast([worker], { cmd: 'update', key, value }, (report) => 'updated' in report);
+}
+
+describe('a fleet on createTieredCache({ local: memory, remote: redis })', () => {
+  const prefix = randomPrefix('redis-tiered');
+  const connectionName = `stampede-tiered-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  let url: string;
+  let admin: Redis;
+  let workers: Worker[] = [];
+
+  beforeAll(async () => {
+    url = (await testRedis()).url;
+    admin = new Redis(url);
+    // A connection name per replica (its subscriber, a duplicate, carries it too): the test kills
+    // exactly one replica's subscriber and never a connection of anyone else on the shared server.
+    workers = (
+      await Promise.all(
+        Array.from({ length: REPLICAS }, (_, index) =>
+          startWorkers(REPLICA, 1, { url, prefix, connectionName: `${connectionName}-${index}` }),
+        ),
+      )
+    ).flat();
+  });
+  afterAll(async () => {
+    await stopWorkers(workers);
+    await deletePrefix(admin, prefix);
+    admin.disconnect();
+  });
+
+  it('an update on one replica: the other three serve the new value (L1 evicted by the bus)', async () => {
+    await admin.set(`${prefix}db:bookmarks`, 'v1');
+    // One replica fills; once its write and eviction message have landed, the others find it in L2,
+    // then in L1.
+    await readOne(workers[0] as Worker, 'bookmarks');
+    await settle();
+    for (const report of await readAll(workers, 'bookmarks')) expect(report.value).toBe('v1');
+    const warm = await readAll(workers, 'bookmarks');
+    for (const report of warm) {
+      expect(report.value).toBe('v1');
+      expect(report.filled).toBe(0);
+    }
+    const l1Before = warm.map((report) => report.stats.l1Hits);
+    expect(Math.min(...l1Before)).toBeGreaterThan(0);
+
+    await update(workers[0] as Worker, 'bookmarks', 'v2');
+    const others = workers.slice(1);
+    // Pub/sub is asynchronous: give the message a moment (generous: a shared 2-core machine).
+    const deadline = Date.now() + 2_000;
+    let reports = await readAll(others, 'bookmarks');
+    while (reports.some((report) => report.value !== 'v2') && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      reports = await readAll(others, 'bookmarks');
+    }
+    for (const report of reports) {
+      expect(report.value).toBe('v2');
+      expect(report.stats.busEvictions).toBeGreaterThan(0);
+    }
+    // One replica refilled from the database at most; the others found it in L2.
+    const fillers = reports.reduce((sum, report) => sum + report.filled, 0);
+    expect(fillers).toBeLessThanOrEqual(others.length);
+  });
+
+  it("CLIENT KILL of one replica's bus subscriber: L1 is cleared once it has re-subscribed", async () => {
+    const victim = workers[1] as Worker;
+    await admin.set(`${prefix}db:untouched`, 'u1');
+    await readOne(victim, 'untouched');
+    await settle();
+    const warm = await readOne(victim, 'untouched');
+    expect(warm.stats.l1Hits).toBeGreaterThan(0);
+
+    const list = (await admin.call('CLIENT', 'LIST')) as string;
+    const subscribers = list
+      .split('\n')
+      .filter((line) => line.includes(` name=${connectionName}-1 `) && / sub=[1-9]/.test(line));
+    expect(subscribers.length).toBe(1);
+    const id = /(?:^| )id=(\d+)/.exec(subscribers[0] as string)?.[1];
+    expect(id).toBeDefined();
+    const before = await stats(workers);
+    expect(await admin.call('CLIENT', 'KILL', 'ID', id as string)).toBe(1);
+
+    await victim.next<{ event?: string }>((report) => report.event === 'bus-recovery', 10_000);
+    const after = await stats(workers);
+    const recoveries = after.map(
+      (report, index) => report.stats.busRecoveries - (before[index]?.stats.busRecoveries ?? 0),
+    );
+    expect(recoveries).toEqual([0, 1, 0, 0]);
+    // The recovered replica's L1 was cleared: its next read of an untouched key goes to L2.
+    const next = await readOne(victim, 'untouched');
+    expect(next.value).toBe('u1');
+    expect(next.stats.l2Hits).toBe((after[1]?.stats.l2Hits ?? 0) + 1);
+    // And it hears the bus again.
+    await update(workers[2] as Worker, 'untouched', 'u2');
+    const deadline = Date.now() + 2_000;
+    let value = (await readOne(victim, 'untouched')).value;
+    while (value !== 'u2' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      value = (await readOne(victim, 'untouched')).value;
+    }
+    expect(value).toBe('u2');
+  });
+});
+
+describe('a tiered replica whose Redis stops', () => {
+  it('still serves fresh L1 hits, and fills misses locally', async () => {
+    const server = await startRedisServer();
+    const prefix = randomPrefix('redis-tiered-down');
+    const [worker] = await startWorkers(REPLICA, 1, {
+      url: server.url,
+      prefix,
+      connectionName: `stampede-tiered-down-${process.pid}`,
+      operationTimeout: 200,
+    });
+    try {
+      const admin = new Redis(server.url);
+      await admin.set(`${prefix}db:k`, 'from-db');
+      admin.disconnect();
+      expect((await readOne(worker as Worker, 'k')).value).toBe('from-db');
+      await server.stop();
+      const started = Date.now();
+      const hit = await readOne(worker as Worker, 'k');
+      expect(hit.value).toBe('from-db');
+      expect(hit.filled).toBe(0);
+      expect(Date.now() - started).toBeLessThan(150); // no remote command on the way
+      const miss = await readOne(worker as Worker, 'other');
+      expect(miss.filled).toBe(1);
+      expect(miss.value).toMatch(/^local-/);
+      // The local fill landed in L1 even though the remote write failed.
+      const again = await readOne(worker as Worker, 'other');
+      expect(again.filled).toBe(0);
+      expect(again.value).toBe(miss.value);
+    } finally {
+      await (worker as Worker).kill('SIGKILL');
+      await server.stop();
+    }
+  });
+});

@@ -1,0 +1,105 @@
+import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
+import { waitFor } from '@stampede/test-support';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createUpstashCache } from '../src/index.js';
+import { type Harness, startHarness, upstashClient } from './harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness('upstash-bus');
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+/** A TCP proxy in front of the REST server that can answer 503 instead (the service is down). */
+async function startProxy(
+  target: URL,
+): Promise<{ url: string; refuse: boolean; refused: number; accepted: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const proxy = { url: '', refuse: false, refused: 0, accepted: 0, close: async () => {} };
+  const server: Server = createServer((downstream) => {
+    if (proxy.refuse) {
+      proxy.refused++;
+      downstream.on('error', () => {});
+      downstream.once('data', () =>
+        downstream.end('HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n'),
+      );
+      return;
+    }
+    proxy.accepted++;
+    const upstream = netConnect(Number(target.port), target.hostname);
+    for (const socket of [downstream, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+    }
+    downstream.pipe(upstream);
+    upstream.pipe(downstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no proxy port');
+  const url = new URL(target.href);
+  url.port = String(address.port);
+  proxy.url = url.href.replace(/\/$/, '');
+  proxy.close = () => {
+    for (const socket of sockets) socket.destroy();
+    return new Promise((resolve) => server.close(() => resolve()));
+  };
+  return proxy;
+}
+
+describe('the Upstash invalidation bus', () => {
+  // @upstash/redis reports a subscription whose request fails, not a stream that breaks after it
+  // opened (it only logs that): the bus retries the former; `localTtl` bounds the latter.
+  it('opens a stream whose request failed again, with back-off, until it is acknowledged', async () => {
+    const proxy = await startProxy(new URL(h.server.url));
+    proxy.refuse = true;
+    const prefix = h.nextPrefix();
+    const listening = createUpstashCache({ client: upstashClient(proxy.url, h.server.token), prefix });
+    const publisher = createUpstashCache({ client: h.client(), prefix });
+    const heard: string[] = [];
+    const events: string[] = [];
+    const stop = listening.bus?.subscribe({
+      message: (text) => heard.push(text),
+      subscribed: () => events.push('subscribed'),
+      lost: () => events.push('lost'),
+    });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(events).toEqual([]);
+      // Tried again meanwhile (100, 200 ms... apart), acknowledged by no one.
+      expect(proxy.refused).toBeGreaterThanOrEqual(2);
+      proxy.refuse = false;
+      await waitFor(() => events.length === 1, { timeout: 10_000 });
+      expect(events).toEqual(['subscribed']);
+      expect(proxy.accepted).toBe(1);
+      await publisher.bus?.publish('after');
+      await waitFor(() => heard.includes('after'), { timeout: 5_000 });
+    } finally {
+      stop?.();
+      await proxy.close();
+    }
+  });
+
+  it('hands a JSON-looking message back as the text published, automaticDeserialization on or off', async () => {
+    const prefix = h.nextPrefix();
+    const a = createUpstashCache({ client: h.client(), prefix });
+    const b = createUpstashCache({ client: h.client({ automaticDeserialization: false }), prefix });
+    const heard: [string, string][] = [];
+    const acks: string[] = [];
+    const stops = [
+      a.bus?.subscribe({ message: (text) => heard.push(['a', text]), subscribed: () => acks.push('a') }),
+      b.bus?.subscribe({ message: (text) => heard.push(['b', text]), subscribed: () => acks.push('b') }),
+    ];
+    try {
+      await waitFor(() => acks.length === 2, { timeout: 5_000 });
+      await a.bus?.publish('origin|k|{"json":1}');
+      await waitFor(() => heard.length === 2, { timeout: 5_000 });
+      expect(heard.map(([, text]) => text)).toEqual(['origin|k|{"json":1}', 'origin|k|{"json":1}']);
+    } finally {
+      for (const stop of stops) stop?.();
+    }
+  });
+});
