@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  configure,
   getOrComputeWith,
   getValue,
   invalidate,
@@ -256,5 +257,58 @@ describe('tags under random interleavings', () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('tags with fail-safe and early refresh', () => {
+  afterEach(() => {
+    configure({ random: Math.random });
+  });
+
+  it('a re-armed tagged value keeps its tags, and an invalidation of one still refuses it', async () => {
+    const cache = testCache({ tags: true });
+    const options = { ttl: 1_000, tags: ['t'], failSafe: { maxStale: 60_000, throttle: 30_000 } };
+    expect(await getOrComputeWith(cache, 'k', options, () => 'v1')).toBe('v1');
+    vi.advanceTimersByTime(2_000);
+    const failing = vi.fn(() => {
+      throw new Error('source down');
+    });
+    // Fail-safe answers with the previous value and writes it back fresh, tags included.
+    expect(await getOrComputeWith(cache, 'k', options, failing)).toBe('v1');
+    expect(stats().failSafeActivations).toBe(1);
+    const rearmed = cache.backend.entries.get('k')?.entry;
+    expect(rearmed?.freshUntil).toBe(Date.now() + 30_000);
+    expect(rearmed?.tags).toEqual(['t']);
+    vi.advanceTimersByTime(1);
+    await invalidateTag(cache, 't');
+    expect(await getValue(cache, 'k')).toBeUndefined();
+    // And it is no fallback any more: the failure stands.
+    await expect(getOrComputeWith(cache, 'k', options, failing)).rejects.toThrow('source down');
+  });
+
+  it('an early refresh writes the tags of the call that started it', async () => {
+    configure({ random: () => 0 }); // the largest head start: every fresh hit refreshes early
+    const cache = testCache({ tags: true });
+    const options = { ttl: 60_000, tags: ['t', 'u'], earlyRefresh: true };
+    let n = 0;
+    const fill = async () => {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return `v${++n}`;
+    };
+    const first = getOrComputeWith(cache, 'k', options, fill);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await first).toBe('v1');
+    // Well inside the head start (36 x delta before the end of freshness): a hit that refreshes.
+    vi.advanceTimersByTime(60_000 - 1_000);
+    expect(await getOrComputeWith(cache, 'k', options, fill)).toBe('v1');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(stats().earlyRefreshes).toBe(1);
+    const refreshed = cache.backend.entries.get('k')?.entry;
+    expect(refreshed?.value).toBe('v2');
+    expect(refreshed?.tags).toEqual(['t', 'u']);
+    expect(refreshed?.delta).toBe(100);
+    vi.advanceTimersByTime(1);
+    await invalidateTag(cache, 'u');
+    expect(await getValue(cache, 'k')).toBeUndefined();
   });
 });
