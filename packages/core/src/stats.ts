@@ -110,7 +110,11 @@ export interface StampedeStats {
   l1Hits: number;
   /** Tiered caches: reads that missed L1 and found an entry in the remote cache (L2). */
   l2Hits: number;
-  /** Tiered caches: local copies evicted because another replica changed the key (bus messages). */
+  /**
+   * Tiered caches: invalidation bus messages from other replicas acted on: a key evicted from L1
+   * because another replica changed it, or a tag invalidation (one per message, however many tags or
+   * local copies it concerned).
+   */
   busEvictions: number;
   /**
    * Tiered caches: times the invalidation bus came back after a disconnection and the local cache
