@@ -9,7 +9,7 @@ const int = (name, fallback) => {
 };
 
 export const config = {
-  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory, tiered, outage, steady). */
+  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory, tiered, outage, steady, tags). */
   only: (process.env.BENCH_ONLY ?? '')
     .split(',')
     .map((s) => s.trim())
@@ -64,6 +64,7 @@ export const config = {
     /** one read every 2 ms: ~500 reads/s per process */
     intervalMs: 2,
   },
+  tags: { rounds: int('BENCH_TAGS_ROUNDS', 5), entries: int('BENCH_TAGS_ENTRIES', 100_000) },
   commands: { rounds: int('BENCH_COMMANDS_ROUNDS', 3), misses: 50, hits: 200 },
   memory: { keys: int('BENCH_MEMORY_KEYS', 1_000_000), max: 10_000, batch: 1_000 },
 };

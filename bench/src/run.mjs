@@ -15,6 +15,7 @@ import { memoryScenario } from './scenarios/memory.mjs';
 import { outageScenario } from './scenarios/outage.mjs';
 import { steadyScenario } from './scenarios/steady.mjs';
 import { swrScenario } from './scenarios/swr.mjs';
+import { tagsScenario } from './scenarios/tags.mjs';
 import { tieredScenario } from './scenarios/tiered.mjs';
 import { progress, table } from './stats.mjs';
 
@@ -57,6 +58,7 @@ const scenarios = [
   ['memory', () => memoryScenario()],
   ['outage', () => outageScenario(peers)],
   ['steady', () => steadyScenario({ url: config.redisUrl }), true],
+  ['tags', () => tagsScenario({ url: config.redisUrl }), true],
   ['tiered', () => tieredScenario({ url: config.redisUrl }), true],
 ];
 

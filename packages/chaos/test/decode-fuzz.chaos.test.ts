@@ -64,7 +64,10 @@ const garbage = fc.oneof(
     .tuple(fc.nat({ max: envelope.length - 1 }), fc.string({ unit: 'binary', maxLength: 8 }))
     .map(([at, junk]) => Buffer.from(envelope.slice(0, at) + junk + envelope.slice(at + 1))),
   fc
-    .tuple(fc.constantFrom('s1|', 's2|', 's0|', 'S1|', 's1||', 's1|x|y|z|'), fc.string({ maxLength: 40 }))
+    .tuple(
+      fc.constantFrom('s1|', 's2|', 's1t|', 's2t|', 's0|', 'S1|', 's1||', 's1|x|y|z|'),
+      fc.string({ maxLength: 40 }),
+    )
     .map(([head, rest]) => Buffer.from(head + rest)),
 );
 

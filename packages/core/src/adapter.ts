@@ -20,9 +20,11 @@ export type {
 export { type Duration, type DurationUnit, toMilliseconds, toPositiveMilliseconds } from './duration.js';
 export {
   decodeEnvelope,
+  decodeTag,
   ENVELOPE_VERSION,
   type Envelope,
   encodeEnvelope,
+  encodeTag,
   integerText,
   jsonSerializer,
   type LegacySerializer,

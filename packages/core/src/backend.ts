@@ -79,15 +79,19 @@ export async function readEntryAsync(state: CacheState, key: string): Promise<Ca
 export function entryFor(
   value: unknown,
   createdAt: number,
-  options: Pick<ResolvedOptions, 'ttl' | 'grace'>,
+  options: Pick<ResolvedOptions, 'ttl' | 'grace'> & { readonly tags?: readonly string[] | undefined },
   delta?: number,
 ): CacheEntry {
-  const { ttl, grace } = options;
+  const { ttl, grace, tags } = options;
   const freshUntil = ttl === undefined ? Number.POSITIVE_INFINITY : never(Date.now() + ttl);
   const staleUntil = ttl === undefined ? Number.POSITIVE_INFINITY : never(freshUntil + grace);
-  // Only when known: without it the entry keeps the shape adapters have always seen.
-  if (delta === undefined) return { value, createdAt, freshUntil, staleUntil };
-  return { value, createdAt, freshUntil, staleUntil, delta };
+  // `delta` and `tags` only when present: without them the entry keeps the shape adapters have
+  // always seen.
+  const entry: CacheEntry =
+    delta === undefined
+      ? { value, createdAt, freshUntil, staleUntil }
+      : { value, createdAt, freshUntil, staleUntil, delta };
+  return tags === undefined ? entry : { ...entry, tags };
 }
 
 // Past 2^53 ms (some 285,000 years) a time is neither exact nor writable as an integer (a remote

@@ -16,6 +16,12 @@ export interface CacheEntry<T = unknown> {
   /** May be served stale (with stale-while-revalidate) while `now < staleUntil`; `>= freshUntil`. */
   readonly staleUntil: number;
   /**
+   * The tags the value was written with (`tags` of `getOrComputeWith`/`setValue`), or `undefined`
+   * for none. A cache with {@link Cache.invalidateTags} reads an entry as a miss once one of its tags
+   * was invalidated after `createdAt`.
+   */
+  readonly tags?: readonly string[] | undefined;
+  /**
    * How long the fill that produced this value ran, in milliseconds: what `earlyRefresh` scales its
    * head start by, and when a replica waiting for another's fill of the key first looks for its
    * value. `undefined` when unknown (a `setValue`, or an entry an older release wrote). Adapters
@@ -123,6 +129,16 @@ export interface Cache {
    * omits it, and callers get the fill's value itself.
    */
   roundTrip?(value: unknown): unknown;
+  /**
+   * Records that every entry carrying one of `tags` and created before now is gone: from the moment
+   * it resolves, `get` answers `undefined` for such an entry (on every instance sharing the
+   * backend), whatever its freshness. An entry created in the very millisecond of the invalidation
+   * counts as before it (a same-millisecond fill may have read the old data; the cost is one more
+   * fill). It must cost the same however many entries carry the tag: record the tag's invalidation
+   * time (a remote cache on its server's clock) and compare it with an entry's `createdAt` on read.
+   * Optional: without it `invalidateTag` rejects with a TypeError.
+   */
+  invalidateTags?(tags: readonly string[]): MaybePromise<void>;
   /**
    * An invalidation bus shared by every instance on the same backend and namespace (Redis pub/sub,
    * for example): what a tiered cache uses to evict a key from every replica's local copy. Optional:

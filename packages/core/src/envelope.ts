@@ -110,16 +110,52 @@ export function roundTripValue(value: unknown, serializer: SerializerOption = js
 
 /**
  * The envelope format's newest version. Version 2 adds the fill's duration (`delta`) to the header;
- * an entry without a `delta` is still written as version 1, which every release reads. Versions 1
- * and 2 decode; any other reads as a miss.
+ * an entry without a `delta` is still written as version 1, which every release reads. Each version
+ * has a tagged form (`s1t`, `s2t`) for entries with tags. Versions 1 and 2, tagged or not, decode;
+ * any other reads as a miss.
  */
 export const ENVELOPE_VERSION = 2;
 
 /** A decoded envelope: a {@link CacheEntry}. */
 export type Envelope<T = unknown> = CacheEntry<T>;
 
+// The four headers: version 1 or 2 (with the fill's `delta`), each with a `t` form carrying tags
+// (`s1t|c|f|s|tags|payload`, `s2t|c|f|s|delta|tags|payload`). A reader that predates tags takes a
+// `t` form for an unknown format, a miss, rather than misreading the tags as the payload.
 const PREFIX_V1 = 's1|';
 const PREFIX_V2 = 's2|';
+const PREFIX_V1_TAGGED = 's1t|';
+const PREFIX_V2_TAGGED = 's2t|';
+
+// `%`, the envelope's separators and Redis Cluster's hash-tag braces, and lone surrogates (UTF-8 has
+// no bytes for them: clients would turn each into U+FFFD and two tags would collide).
+const TAG_UNSAFE = /[%|,{}]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * A tag as the envelope writes it: `%`, `|`, `,`, `{` and `}` percent-encoded (lone surrogates as
+ * `%uXXXX`). Injective, and safe inside a Redis key's hash tag, so a Redis-protocol adapter names a
+ * tag's key from this text as it stands in the envelope (its Lua read needs no decoding).
+ *
+ * @example
+ * encodeTag('user|42,{a}') // 'user%7C42%2C%7Ba%7D'
+ */
+export function encodeTag(tag: string): string {
+  return tag.replace(TAG_UNSAFE, (char) => {
+    if (char.length === 1 && char.charCodeAt(0) < 0x80) {
+      return `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`;
+    }
+    return `%u${char.charCodeAt(0).toString(16).toUpperCase()}`;
+  });
+}
+
+/** The tag {@link encodeTag} encoded. */
+export function decodeTag(text: string): string {
+  return text.replace(
+    /%u([0-9A-F]{4})|%([0-9A-F]{2})/g,
+    (_match, unit: string | undefined, byte: string | undefined) =>
+      String.fromCharCode(Number.parseInt((unit ?? byte) as string, 16)),
+  );
+}
 
 /**
  * A time (or a count of milliseconds) as plain decimal digits, whatever its size: `String(1e21)` is
@@ -146,9 +182,12 @@ function parseTime(text: string | undefined, field: string): number {
 /**
  * Encodes an entry as `s2|createdAt|freshUntil|staleUntil|delta|payload`, or, for an entry without
  * a `delta` (a `setValue`), as `s1|createdAt|freshUntil|staleUntil|payload`, the first release's
- * format. The times are whole milliseconds in plain digits (`''` for never), `delta` whole
- * milliseconds, and the payload is the serializer's text. The header is never valid JSON, so a
- * client that JSON-parses every reply (Upstash's `automaticDeserialization`) hands it back untouched.
+ * format. An entry with tags is `s2t|createdAt|freshUntil|staleUntil|delta|tags|payload` (or
+ * `s1t|createdAt|freshUntil|staleUntil|tags|payload` without a `delta`), its tags
+ * {@link encodeTag}-ed and joined by `,`; an entry without tags keeps the untagged forms. The times
+ * are whole milliseconds in plain digits (`''` for never), `delta` whole milliseconds, and the
+ * payload is the serializer's text. The header is never valid JSON, so a client that JSON-parses
+ * every reply (Upstash's `automaticDeserialization`) hands it back untouched.
  *
  * @throws whatever the serializer throws for a value it cannot represent
  */
@@ -156,15 +195,22 @@ export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption =
   const payload = stringifyValue(entry.value, serializer);
   const times = `${time(entry.createdAt)}|${time(entry.freshUntil)}|${time(entry.staleUntil)}|`;
   const delta = entry.delta;
-  if (delta === undefined || !(delta >= 0 && delta < Number.POSITIVE_INFINITY)) {
-    return `${PREFIX_V1}${times}${payload}`;
+  const hasDelta = delta !== undefined && delta >= 0 && delta < Number.POSITIVE_INFINITY;
+  const tags = entry.tags;
+  const tagText = tags === undefined || tags.length === 0 ? undefined : tags.map(encodeTag).join(',');
+  if (tagText === undefined) {
+    return hasDelta
+      ? `${PREFIX_V2}${times}${integerText(delta)}|${payload}`
+      : `${PREFIX_V1}${times}${payload}`;
   }
-  return `${PREFIX_V2}${times}${integerText(delta)}|${payload}`;
+  return hasDelta
+    ? `${PREFIX_V2_TAGGED}${times}${integerText(delta)}|${tagText}|${payload}`
+    : `${PREFIX_V1_TAGGED}${times}${tagText}|${payload}`;
 }
 
 /**
- * Decodes what {@link encodeEnvelope} wrote, in either version (an `s1|` entry of an older release
- * has no `delta`).
+ * Decodes what {@link encodeEnvelope} wrote, in any of its four forms (an `s1|` or `s1t|` entry has
+ * no `delta`; an untagged one no `tags`).
  *
  * @throws TypeError for text that is not an envelope of a version this release reads, or whose
  * payload the serializer rejects (callers count it as a miss and a `decode` backend error)
@@ -172,12 +218,17 @@ export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption =
 export function decodeEnvelope(text: unknown, serializer: SerializerOption = jsonSerializer): CacheEntry {
   if (typeof text !== 'string')
     throw new TypeError(`stampede envelope: expected a string, got ${typeof text}`);
-  const withDelta = text.startsWith(PREFIX_V2);
-  if (!withDelta && !text.startsWith(PREFIX_V1))
-    throw new TypeError('stampede envelope: unknown format or version');
-  let at = PREFIX_V1.length;
+  let withDelta: boolean;
+  let tagged: boolean;
+  let at: number;
+  if (text.startsWith(PREFIX_V2)) [withDelta, tagged, at] = [true, false, PREFIX_V2.length];
+  else if (text.startsWith(PREFIX_V1)) [withDelta, tagged, at] = [false, false, PREFIX_V1.length];
+  else if (text.startsWith(PREFIX_V2_TAGGED)) [withDelta, tagged, at] = [true, true, PREFIX_V2_TAGGED.length];
+  else if (text.startsWith(PREFIX_V1_TAGGED))
+    [withDelta, tagged, at] = [false, true, PREFIX_V1_TAGGED.length];
+  else throw new TypeError('stampede envelope: unknown format or version');
   const fields: string[] = [];
-  const count = withDelta ? 4 : 3;
+  const count = 3 + (withDelta ? 1 : 0) + (tagged ? 1 : 0);
   for (let i = 0; i < count; i++) {
     const bar = text.indexOf('|', at);
     if (bar === -1) throw new TypeError('stampede envelope: truncated header');
@@ -191,9 +242,15 @@ export function decodeEnvelope(text: unknown, serializer: SerializerOption = jso
     throw new TypeError('stampede envelope: inconsistent times');
   }
   const value = parseValue(text.slice(at), serializer);
-  if (!withDelta) return { value, createdAt, freshUntil, staleUntil };
-  const delta = parseDelta(fields[3]);
-  return { value, createdAt, freshUntil, staleUntil, delta };
+  const entry: CacheEntry = withDelta
+    ? { value, createdAt, freshUntil, staleUntil, delta: parseDelta(fields[3]) }
+    : { value, createdAt, freshUntil, staleUntil };
+  if (!tagged) return entry;
+  const tags = (fields[withDelta ? 4 : 3] ?? '')
+    .split(',')
+    .filter((tag) => tag.length !== 0)
+    .map(decodeTag);
+  return tags.length === 0 ? entry : { ...entry, tags };
 }
 
 // Plain digits only, as the write guard's header pattern reads them.

@@ -14,6 +14,8 @@ export const CACHE_FILL_ERROR_CODE = 'E_STAMPEDE_CACHE_FILL';
  *   `error.cause instanceof DbError` works for every caller), but `intoFill()` is `undefined` (it
  *   names the fill's own error only for the caller that ran it). Do not assume `intoFill()` is
  *   always defined. (When every caller left before the fill ended, `cause` is `undefined`.)
+ * - A fill result that fails `checkValue` is a failed fill: kind `'fill'` (or `'fill_failed'` for
+ *   coalesced callers) with the validator's issues (an array of `{ message, path? }`) as `cause`.
  * - `kind: 'timeout'`: the fill did not settle within `fillTimeout`; every caller of it gets this.
  *
  * Use {@link isCacheFillError} rather than `instanceof` when more than one copy of

@@ -46,6 +46,7 @@ export type BackendOperation =
   | 'encode'
   | 'subscribe'
   | 'publish'
+  | 'tags'
   /** An adapter's preparation when it is created (loading scripts, opening its subscriber). */
   | 'warm-up';
 
@@ -83,6 +84,26 @@ export interface WarningEvent {
   readonly type: 'warning';
   readonly cache: string;
   readonly message: string;
+}
+
+/**
+ * A value failed `checkValue`: a cached one (`source: 'cache'`, read as a miss and filled again) or
+ * a fill's result (`source: 'fill'`, not cached; its callers get a `CacheFillError`).
+ */
+export interface CheckValueEvent {
+  readonly type: 'check-value';
+  readonly cache: string;
+  readonly key: string;
+  readonly source: 'cache' | 'fill';
+  /** What the validator reported (a Standard Schema's issues, or the function's message). */
+  readonly issues: ReadonlyArray<{ readonly message: string }>;
+}
+
+/** `invalidateTag`/`invalidateTags` invalidated these tags. */
+export interface TagInvalidationEvent {
+  readonly type: 'tag-invalidation';
+  readonly cache: string;
+  readonly tags: readonly string[];
 }
 
 /**
@@ -135,7 +156,9 @@ export type StampedeEvent =
   | WarningEvent
   | FailSafeEvent
   | SoftTimeoutEvent
-  | BusRecoveryEvent;
+  | BusRecoveryEvent
+  | CheckValueEvent
+  | TagInvalidationEvent;
 
 /** Receives {@link StampedeEvent}s. A listener that throws is ignored (it never fails a request). */
 export type StampedeListener = (event: StampedeEvent) => void;

@@ -9,6 +9,7 @@ import {
 } from './backend.js';
 import { releaseRefreshSlot } from './background.js';
 import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
+import { type CheckResult, checkCached, checkEvent, fillCheckFailure } from './check-value.js';
 import { emit, hasListeners } from './events.js';
 import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
@@ -88,6 +89,7 @@ function startFlight(
         releaseRefreshSlot();
       }
     },
+    tags: options.tags,
   });
   if (!background && fallback !== undefined && options.softTimeout !== undefined) {
     soft = setLongTimeout(() => {
@@ -171,6 +173,7 @@ function deliverFilled(
   value: unknown,
   options: ResolvedOptions,
   delta: number,
+  checked?: { readonly value: unknown },
 ): Promise<void> | undefined {
   if (flight.result !== undefined) return undefined;
   const pending =
@@ -188,7 +191,7 @@ function deliverFilled(
     }
     return pending.then(finish);
   }
-  const answer = asCached(state, value);
+  const answer = checked === undefined ? asCached(state, value) : checked.value;
   if (pending === undefined) {
     flight.detach();
     flight.settle({ ok: true, value: answer });
@@ -248,10 +251,15 @@ export async function execute(
     : FILL_WITHOUT_LOCK;
   if (next.kind === 'stop') return;
   if (next.kind === 'found') {
-    state.counters.lockWaitHits++;
-    deliverFound(flight, next.value);
-    if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
-    return;
+    const found =
+      options.check === undefined ? next : await checkCached(state, flight.key, next.value, options.check);
+    if (found !== undefined) {
+      state.counters.lockWaitHits++;
+      deliverFound(flight, found.value);
+      if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
+      return;
+    }
+    // Another replica's value failed the check (written by other code): fill it here instead.
   }
   await fillPhase(state, flight, options, fill, stale, next.lock);
 }
@@ -371,13 +379,33 @@ async function fillPhase(
     if (flight.rearming !== undefined) await flight.rearming;
     return;
   }
+  // The fill's duration goes into the entry (`delta`): early refreshes and lock waiters time by it.
+  // Taken before `checkValue` runs, so a slow (asynchronous) schema does not count as fill time.
+  const delta = Math.max(0, Date.now() - startedAt);
+  let checked: CheckResult | undefined;
+  if (options.check !== undefined && flight.result === undefined) {
+    // What later hits will be checked against: the value as the cache gives it back.
+    const result = options.check(asCached(state, value));
+    checked = isThenable(result) ? await result : result;
+    if (!checked.ok) {
+      if (flight.result === undefined) {
+        counters.fillFailures++;
+        counters.checkValueFailures++;
+        if (flight.background) counters.backgroundRefreshFailures++;
+        checkEvent(state, flight.key, 'fill', checked.issues);
+        fillEvent(state, flight, startedAt, 'error');
+        flight.detach();
+        flight.settle({ ok: false, kind: 'fill', error: fillCheckFailure(checked.issues) });
+      }
+      await release('failed');
+      return;
+    }
+  }
   // A flight given up while its fill ran (fillTimeout, every caller gone) has answered its callers
   // already: its value is neither delivered nor written, and the lock is released as failed.
   const givenUp = flight.result !== undefined;
   if (!givenUp) fillEvent(state, flight, startedAt, 'ok');
-  // The fill's duration goes into the entry (`delta`): early refreshes and lock waiters time by it.
-  const delta = Math.max(0, Date.now() - startedAt);
-  const pending = deliverFilled(state, flight, value, options, delta);
+  const pending = deliverFilled(state, flight, value, options, delta, checked?.ok ? checked : undefined);
   if (pending !== undefined) await pending;
   await release(givenUp ? 'failed' : 'filled');
 }

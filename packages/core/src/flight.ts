@@ -68,6 +68,8 @@ export interface FlightOptions {
    * read that confirms the value), the flight stays registered and unsettled until it resolves.
    */
   readonly rescue?: ((failure: Failure) => Rescue | undefined | PromiseLike<Rescue | undefined>) | undefined;
+  /** The tags the fill's value is written with, if any. */
+  readonly tags?: readonly string[] | undefined;
 }
 
 /**
@@ -107,6 +109,11 @@ export class Flight {
    */
   readonly deadline: number;
   /**
+   * The tags its value will be written with (`undefined` for none). Set at construction;
+   * `invalidateTags` marks the flight `invalidated` when it shares one of them.
+   */
+  readonly tags: readonly string[] | undefined;
+  /**
    * Aborted when the flight is given up (`fillTimeout`, or every caller left), never after it
    * settled otherwise. Its signal is the fill's `signal`; it also ends a lock wait and releases the
    * fill lock even if the fill itself never returns.
@@ -124,7 +131,7 @@ export class Flight {
    */
   private watchers = 0;
   /**
-   * Set (never cleared) by `setValue`/`invalidate` while the flight runs: the key changed under the
+   * Set (never cleared) by `setValue`/`invalidate`/`invalidateTags` while the flight runs: the key changed under the
    * fill, so its result still reaches the callers but is not written.
    */
   invalidated = false;
@@ -183,6 +190,7 @@ export class Flight {
     this.fallback = options.fallback;
     this.rescue = options.rescue;
     this.startedAt = Date.now();
+    this.tags = options.tags;
     this.registry.set(this.key, this);
     const limit = options.fillTimeout;
     this.deadline = limit === undefined ? Number.POSITIVE_INFINITY : this.startedAt + limit;

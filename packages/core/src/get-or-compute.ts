@@ -1,6 +1,7 @@
 import { isThenable, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
+import { checkCached, type ValueCheck } from './check-value.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { emit, hasListeners } from './events.js';
 import { fallbackFor } from './fail-safe.js';
@@ -16,6 +17,7 @@ import {
 } from './options.js';
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
 import { shared } from './shared.js';
+import type { StandardSchemaV1 } from './standard-schema.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
 export function checkKey(key: unknown): asserts key is string {
@@ -136,14 +138,35 @@ function slowGetOrCompute<T>(
 
 /**
  * {@link getOrCompute} with every option: stale-while-revalidate, the distributed fill lock, abort
- * signals and a fill timeout. The fill receives a {@link FillContext} (key, signal, last value); it
- * may run in the background after the caller has its (stale) answer.
+ * signals, a fill timeout, tags and `checkValue`. The fill receives a {@link FillContext} (key,
+ * signal, last value); it may run in the background after the caller has its (stale) answer.
+ *
+ * With a Standard Schema as `checkValue`, the result's type is the schema's output type, and the
+ * fill must return the schema's input type.
  *
  * @example
  * const count = await getOrComputeWith(cache, 'bookmark_count',
  *   { ttl: '30s', staleWhileRevalidate: '5m', distributedFillLock: true },
  *   ({ signal }) => countBookmarksInDb({ signal }));
+ * @example
+ * const user = await getOrComputeWith(cache, `user:${id}`,
+ *   { ttl: '5m', tags: [`user:${id}`], checkValue: z.object({ id: z.string(), name: z.string() }) },
+ *   () => loadUser(id)); // typed { id: string; name: string }; an old-shape entry is a miss
  */
+export function getOrComputeWith<S extends StandardSchemaV1>(
+  cache: Cache,
+  key: string,
+  options: GetOrComputeOptions & { readonly checkValue: S },
+  fill: (
+    context: FillContext<StandardSchemaV1.InferOutput<S>>,
+  ) => StandardSchemaV1.InferInput<S> | Promise<StandardSchemaV1.InferInput<S>>,
+): Promise<StandardSchemaV1.InferOutput<S>>;
+export function getOrComputeWith<T>(
+  cache: Cache,
+  key: string,
+  options: GetOrComputeOptions,
+  fill: (context: FillContext) => T | Promise<T>,
+): Promise<T>;
 export function getOrComputeWith<T>(
   cache: Cache,
   key: string,
@@ -169,12 +192,38 @@ export function getOrComputeWith<T>(
     const flight = state.flights.get(key);
     if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
   }
-  const read = sharedRead(state, key);
+  const shared = sharedRead(state, key);
+  const check = resolved.check;
+  const read =
+    check === undefined
+      ? shared
+      : isThenable(shared)
+        ? shared.then((entry) => checkedEntry(state, key, entry, check))
+        : checkedEntry(state, key, shared, check);
   if (read === undefined || !isThenable(read)) {
     return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   }
   const answer = read.then((entry) => afterRead(state, key, entry, resolved, fill as FillFn)) as Promise<T>;
   return signal === undefined ? answer : untilAborted(answer, signal);
+}
+
+/**
+ * `entry` after `checkValue`: as it is (or with the schema's output as its value) when it passes,
+ * `undefined` (a miss, counted) when it fails.
+ */
+export function checkedEntry(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry | undefined,
+  check: ValueCheck,
+): CacheEntry | undefined | Promise<CacheEntry | undefined> {
+  if (entry === undefined) return undefined;
+  const apply = (checked: { readonly value: unknown } | undefined): CacheEntry | undefined => {
+    if (checked === undefined) return undefined;
+    return Object.is(checked.value, entry.value) ? entry : { ...entry, value: checked.value };
+  };
+  const checked = checkCached(state, key, entry.value, check);
+  return isThenable(checked) ? checked.then(apply) : apply(checked);
 }
 
 /** `promise`, unless `signal` aborts first (a caller leaving while its read is still in flight). */

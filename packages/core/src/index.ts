@@ -12,6 +12,7 @@ export type {
   FillOutcome,
   MaybePromise,
 } from './cache.js';
+export type { CheckValue } from './check-value.js';
 export type { Duration, DurationUnit } from './duration.js';
 export {
   CACHE_FILL_ERROR_CODE,
@@ -23,6 +24,7 @@ export {
   type BackendErrorEvent,
   type BackendOperation,
   type BusRecoveryEvent,
+  type CheckValueEvent,
   type EarlyRefreshEvent,
   type FailSafeEvent,
   type FillEvent,
@@ -32,6 +34,7 @@ export {
   type SoftTimeoutEvent,
   type StampedeEvent,
   type StampedeListener,
+  type TagInvalidationEvent,
   type WarningEvent,
 } from './events.js';
 export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
@@ -39,6 +42,8 @@ export { jitteredTtl } from './jitter.js';
 export type { EarlyRefreshOptions, FailSafeOptions, FillContext, GetOrComputeOptions } from './options.js';
 // A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
+export type { StandardSchemaV1 } from './standard-schema.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';
+export { invalidateTag, invalidateTags } from './tags.js';
 export { createTieredCache, type TieredCache, type TieredCacheOptions } from './tiered.js';
 export { type GetValueOptions, getValue, invalidate, type SetValueOptions, setValue } from './values.js';

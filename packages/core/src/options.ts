@@ -1,4 +1,6 @@
+import { type CheckValue, toValueCheck, type ValueCheck } from './check-value.js';
 import { type Duration, toMilliseconds, toOptionalMilliseconds, toPositiveMilliseconds } from './duration.js';
+import { toTags } from './tags.js';
 
 /** Options of {@link getOrComputeWith}. Every field is optional. */
 export interface GetOrComputeOptions {
@@ -78,6 +80,25 @@ export interface GetOrComputeOptions {
    * @default undefined
    */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+  /**
+   * Groups this key's value belongs to: `invalidateTag(cache, tag)` drops every value that carried
+   * `tag` when it was written (on every replica) without knowing their keys. Non-empty strings;
+   * duplicates are ignored. Needs a cache that can invalidate tags (memory, Redis, node-redis,
+   * Upstash); on another cache the tags are stored but `invalidateTag` rejects.
+   * @default undefined (no tags)
+   */
+  tags?: readonly string[] | undefined;
+  /**
+   * Checks a value before it is handed out: a Standard Schema (zod, valibot, arktype, ...) or a
+   * function answering `true` (good), `false` or a message (bad). A cached value that fails is a
+   * miss (counted as `checkValueFailures`, with a `check-value` event) and is filled again; a fill
+   * result that fails rejects with a `CacheFillError` of kind `'fill'` whose `cause` is the issues,
+   * and is not cached. With a schema, callers get its output (the value it parsed); the cache keeps
+   * what the fill returned. Asynchronous schemas work too. A caller that joins a fill already in
+   * flight for the key gets that fill's result, checked by the `checkValue` of the call that started it.
+   * @default undefined (no check)
+   */
+  checkValue?: CheckValue | undefined;
   /**
    * Fail-safe: when a fill fails (throws, rejects, or passes `fillTimeout`) while a previous value of
    * the key is at most `maxStale` past the end of its freshness, every caller of that fill (the one
@@ -159,6 +180,8 @@ export interface ResolvedOptions {
   readonly signal: AbortSignal | undefined;
   readonly fillTimeout: number | undefined;
   readonly waitUntil: ((promise: Promise<unknown>) => void) | undefined;
+  readonly tags: readonly string[] | undefined;
+  readonly check: ValueCheck | undefined;
   readonly failSafe: ResolvedFailSafe | undefined;
   readonly softTimeout: number | undefined;
   /** `earlyRefresh`'s beta; 0 when off (also when there is no `ttl`). */
@@ -197,6 +220,8 @@ export function ttlOnly(ttl: number | undefined): ResolvedOptions {
     signal: undefined,
     fillTimeout: undefined,
     waitUntil: undefined,
+    tags: undefined,
+    check: undefined,
     failSafe: undefined,
     softTimeout: undefined,
     earlyRefresh: 0,
@@ -268,6 +293,8 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   if (waitUntil !== undefined && typeof waitUntil !== 'function') {
     throw new TypeError(`options.waitUntil must be a function; got ${typeof waitUntil}`);
   }
+  const tags = toTags(options.tags, 'options.tags');
+  const check = toValueCheck(options.checkValue, 'options.checkValue');
   const failSafe = resolveFailSafe(options.failSafe);
   const softTimeout =
     options.softTimeout === undefined
@@ -289,6 +316,8 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
     signal,
     fillTimeout,
     waitUntil,
+    tags,
+    check,
     failSafe,
     softTimeout,
     // Without a ttl nothing expires, so nothing is refreshed ahead of expiry.

@@ -27,6 +27,10 @@ import { shared } from './shared.js';
  *    in its local or its remote cache: `hits <= l1Hits + l2Hits`. The other caches count 0 in the
  *    four tiered counters.
  * 10. A fresh hit starts at most one early refresh: `earlyRefreshes + earlyRefreshesSkipped <= hits`.
+ * 11. `checkValueFailures` counts every value that failed `checkValue`: a cached one read by a call
+ *     (that call is also one of `misses`), a fill result (also one of `fillFailures`), a value found
+ *     through the lock (the fill then runs instead: not a `lockWaitHits`), and one read by `getValue`.
+ * 12. `tagInvalidations` counts tags (an `invalidateTags` of three tags adds 3), not values.
  */
 export interface StampedeStats {
   /** Fresh values served. */
@@ -86,6 +90,13 @@ export interface StampedeStats {
   /** Backend calls that failed or timed out (reads, writes, locks, decoding). */
   backendErrors: number;
   /**
+   * Values that failed `checkValue`: cached ones (read as misses) and fill results (failed fills,
+   * also counted in `fillFailures`).
+   */
+  checkValueFailures: number;
+  /** Tags invalidated by `invalidateTag`/`invalidateTags` (one per tag, whatever it held). */
+  tagInvalidations: number;
+  /**
    * Failed or timed-out fills whose callers got the previous value instead of an error (`failSafe`),
    * which was then re-armed fresh for `throttle`. Also counted in `fillFailures` or `fillTimeouts`.
    */
@@ -99,7 +110,11 @@ export interface StampedeStats {
   l1Hits: number;
   /** Tiered caches: reads that missed L1 and found an entry in the remote cache (L2). */
   l2Hits: number;
-  /** Tiered caches: local copies evicted because another replica changed the key (bus messages). */
+  /**
+   * Tiered caches: invalidation bus messages from other replicas acted on: a key evicted from L1
+   * because another replica changed it, or a tag invalidation (one per message, however many tags or
+   * local copies it concerned).
+   */
   busEvictions: number;
   /**
    * Tiered caches: times the invalidation bus came back after a disconnection and the local cache
@@ -130,6 +145,8 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'lockWaitTimeouts',
   'lockWaitErrors',
   'backendErrors',
+  'checkValueFailures',
+  'tagInvalidations',
   'failSafeActivations',
   'softTimeouts',
   'l1Hits',
@@ -160,6 +177,8 @@ function zero(): StampedeStats {
     lockWaitTimeouts: 0,
     lockWaitErrors: 0,
     backendErrors: 0,
+    checkValueFailures: 0,
+    tagInvalidations: 0,
     failSafeActivations: 0,
     softTimeouts: 0,
     l1Hits: 0,

@@ -1,6 +1,7 @@
 import { isThenable } from './backend.js';
 import type { Cache, CacheBus, CacheEntry, CacheSetOptions, MaybePromise } from './cache.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
+import { decodeTag, encodeTag } from './envelope.js';
 import { emit, hasListeners } from './events.js';
 import { countersFor, reportBackendError } from './stats.js';
 
@@ -47,20 +48,39 @@ export interface TieredCache extends Cache {
   set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /** Deletes from the remote cache, then from L1, then tells the other replicas to evict the key. */
   delete(key: string): Promise<void>;
+  /**
+   * Present when the remote has `invalidateTags` (Redis, node-redis, Upstash): invalidates the tags
+   * in the remote cache, then in L1, then tells the other replicas to invalidate them in their L1
+   * (a local cache without `invalidateTags` is cleared instead). Rejects, invalidating nothing
+   * locally, when the remote fails. Call it through `invalidateTag(s)`, which also stops this
+   * process's fills in flight for tagged values from being written.
+   */
+  invalidateTags?(tags: readonly string[]): Promise<void>;
   /** Stops listening on the remote's bus. Closes neither `local` nor `remote` (you own them). */
   close(): void;
 }
 
-/** A local cache that can drop everything at once (the memory adapter can). */
-type Clearable = Cache & { clear?(): MaybePromise<void> };
+/**
+ * A local cache that can drop everything at once (the memory adapter can), and may take the time of
+ * a tag invalidation (the memory adapter's second argument; the time it learnt of it).
+ */
+type Clearable = Cache & {
+  clear?(): MaybePromise<void>;
+  invalidateTags?(tags: readonly string[], at?: number): MaybePromise<void>;
+};
 
 /** A remote read or write in flight; `evicted` turns true when the key is evicted meanwhile. */
 interface Pending {
   evicted: boolean;
 }
 
-/** Bus message kinds: `k` evicts one key. Unknown kinds are ignored (newer replicas may add some). */
+/**
+ * Bus message kinds: `k` evicts one key (`<origin>|k|<key>`); `t` invalidates tags in L1
+ * (`<origin>|t|<tag>,<tag>`, each tag as `encodeTag` writes it, so neither `|` nor `,` appears in
+ * one). Unknown kinds are ignored (newer replicas may add some).
+ */
 const EVICT_KEY = 'k';
+const INVALIDATE_TAGS = 't';
 
 function checkCache(value: unknown, name: string): asserts value is Cache {
   if (typeof value !== 'object' || value === null) {
@@ -104,6 +124,13 @@ function originId(): string {
  * not re-read on the message). After the bus reconnects, L1 is cleared (messages may have been
  * missed), counted in `busRecoveries` and emitted as a `bus-recovery` event. Without a bus, a
  * replica may serve an L1 copy up to `localTtl` after another replica changed it.
+ *
+ * With a remote that can invalidate tags, so can the tiered cache: `invalidateTag(s)` invalidates
+ * them in the remote, then in L1, then publishes them on the bus, and every other replica
+ * invalidates them in its L1 (which checks an entry's tags on read: an L1 hit stays free of remote
+ * commands). A tag message counts in `busEvictions` like a key's; `tagInvalidations` counts only the
+ * tags invalidated by calls on this replica. A replica may serve an old tagged L1 copy until the
+ * message arrives, as for a key.
  *
  * The fill lock, push wake-up and serializer round trip are the remote's. When the remote is down,
  * fresh L1 entries are still served and misses fill locally (their writes still land in L1).
@@ -174,9 +201,27 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     tracked?.delete(key);
     settleLocal(key, 'delete', () => local.delete(key));
   };
-  const keepLocal = (key: string, entry: CacheEntry, ttl: number, direct: boolean | undefined): void => {
+  // `replace`: the remote stored `entry`, so L1 takes it even over a copy that looks newer (a copy
+  // of a tagged entry carries its read's start as `createdAt`, see `readRemote`).
+  const keepLocal = (
+    key: string,
+    entry: CacheEntry,
+    ttl: number,
+    direct: boolean | undefined,
+    replace = false,
+  ): void => {
     tracked?.add(key);
-    settleLocal(key, 'set', () => local.set(key, entry, { ttl, direct }));
+    const write = () => local.set(key, entry, { ttl, direct });
+    settleLocal(key, 'set', () => {
+      const stored = write();
+      if (!replace) return stored;
+      const again = (answer: unknown): unknown => {
+        if (answer !== false) return answer;
+        const dropped = local.delete(key);
+        return isThenable(dropped) ? Promise.resolve(dropped).then(write) : write();
+      };
+      return isThenable(stored) ? Promise.resolve(stored).then(again) : again(stored);
+    });
   };
   const clearLocal = (): void => {
     for (const set of pending.values()) for (const token of set) token.evicted = true;
@@ -196,13 +241,35 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     for (const key of [...tracked]) evictLocal(key);
   };
 
-  const publishEviction = async (key: string): Promise<void> => {
+  const publish = async (message: string, key: string | undefined): Promise<void> => {
     if (bus === undefined) return;
     try {
-      await bus.publish(`${origin}|${EVICT_KEY}|${key}`);
+      await bus.publish(message);
     } catch (error) {
-      // The write itself landed; the other replicas' copies expire within localTtl.
+      // The change itself landed; the other replicas' copies expire within localTtl.
       reportBackendError(name, 'publish', key, error);
+    }
+  };
+  const publishEviction = (key: string): Promise<void> => publish(`${origin}|${EVICT_KEY}|${key}`, key);
+
+  // L1 checks an entry's tags on read (the memory cache does). A local cache that cannot invalidate
+  // tags is cleared instead: more misses, never an invalidated value served.
+  const invalidateLocalTags = (tags: readonly string[]): void => {
+    if (typeof clearable.invalidateTags !== 'function') {
+      clearLocal();
+      return;
+    }
+    try {
+      const done = clearable.invalidateTags(tags, Date.now());
+      if (isThenable(done)) {
+        Promise.resolve(done).then(undefined, (error: unknown) => {
+          reportBackendError(name, 'tags', undefined, error);
+          clearLocal();
+        });
+      }
+    } catch (error) {
+      reportBackendError(name, 'tags', undefined, error);
+      clearLocal();
     }
   };
 
@@ -210,11 +277,24 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     const first = text.indexOf('|');
     const second = first === -1 ? -1 : text.indexOf('|', first + 1);
     if (second === -1) return;
-    // A replica never evicts on its own message: its local copy is the value it just wrote.
+    // A replica never evicts on its own message: its local copy is the value it just wrote (or it
+    // invalidated the tags in its own L1 before publishing).
     if (text.slice(0, first) === origin) return;
-    if (text.slice(first + 1, second) !== EVICT_KEY) return;
-    counters.busEvictions++;
-    evictLocal(text.slice(second + 1));
+    const kind = text.slice(first + 1, second);
+    if (kind === EVICT_KEY) {
+      counters.busEvictions++;
+      evictLocal(text.slice(second + 1));
+    } else if (kind === INVALIDATE_TAGS) {
+      const tags = text
+        .slice(second + 1)
+        .split(',')
+        .filter((tag) => tag.length !== 0)
+        .map(decodeTag);
+      if (tags.length === 0) return;
+      // One per message, as for a key: what the other replicas' changes cost this one.
+      counters.busEvictions++;
+      invalidateLocalTags(tags);
+    }
   };
   let acknowledged = false;
   const onSubscribed = (): void => {
@@ -231,12 +311,13 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
 
   const readRemote = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
     const token = begin(key);
+    const startedAt = Date.now();
     const found = (entry: CacheEntry | undefined): CacheEntry | undefined => {
       end(key, token);
       if (entry === undefined) return undefined;
       counters.l2Hits++;
       const ttl = Math.min(localTtl, entry.staleUntil - Date.now());
-      if (!token.evicted && ttl > 0) keepLocal(key, entry, ttl, true);
+      if (!token.evicted && ttl > 0) keepLocal(key, tagCopy(entry, startedAt), ttl, true);
       return entry;
     };
     const failed = (error: unknown): CacheEntry | undefined => {
@@ -264,6 +345,14 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     if (copy === undefined) tracked?.delete(key);
     return readRemote(key, copy);
   };
+
+  // L1 compares a tagged copy's `createdAt` with the times it learnt of tag invalidations. The
+  // remote checked the entry's tags when the read ran, so the copy counts as created when the read
+  // started: a copy read before L1 learnt of an invalidation is dropped then, and one read after it
+  // is kept (with the entry's own `createdAt`, an entry refilled after the invalidation but before
+  // the bus message arrived would be dropped on every read and fetched again).
+  const tagCopy = (entry: CacheEntry, readAt: number): CacheEntry =>
+    entry.tags === undefined || !(readAt > entry.createdAt) ? entry : { ...entry, createdAt: readAt };
 
   const cache: TieredCache = {
     name,
@@ -308,7 +397,13 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
           // Stored by the remote, which has checked it against its own deletes: L1 follows even if it
           // deleted the key since the write's fill started (say, on a refused write or a bus
           // message). Only the never-older rule against L1's own copy applies then.
-          keepLocal(key, copy, ttl, written === true ? true : setOptions.direct);
+          keepLocal(
+            key,
+            copy,
+            ttl,
+            written === true ? true : setOptions.direct,
+            written === true && copy.tags !== undefined,
+          );
         }
       }
       await publishEviction(key);
@@ -342,6 +437,16 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     }
   };
 
+  if (typeof remote.invalidateTags === 'function') {
+    const invalidateRemote = remote.invalidateTags.bind(remote);
+    const invalidateTags = async (tags: readonly string[]): Promise<void> => {
+      // The remote first: once it has answered, a miss of any replica refills from the source.
+      await invalidateRemote(tags);
+      invalidateLocalTags(tags);
+      await publish(`${origin}|${INVALIDATE_TAGS}|${tags.map(encodeTag).join(',')}`, undefined);
+    };
+    Object.assign(cache, { invalidateTags });
+  }
   if (remote.tryAcquireFillLock !== undefined) {
     const tryAcquire = remote.tryAcquireFillLock.bind(remote);
     Object.assign(cache, { tryAcquireFillLock: (key: string, ttl: number) => tryAcquire(key, ttl) });

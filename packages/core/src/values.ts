@@ -1,10 +1,13 @@
 import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
 import type { Cache } from './cache.js';
+import { type CheckValue, toValueCheck } from './check-value.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
 import { recordInvalidation } from './fail-safe.js';
-import { checkKey } from './get-or-compute.js';
+import { checkedEntry, checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
+import type { StandardSchemaV1 } from './standard-schema.js';
 import { reportBackendError } from './stats.js';
+import { toTags } from './tags.js';
 
 /** Options of {@link setValue}. */
 export interface SetValueOptions {
@@ -12,12 +15,24 @@ export interface SetValueOptions {
   ttl?: Duration | undefined;
   /** Grace after `ttl` during which `getOrComputeWith` may serve it stale. @default undefined */
   staleWhileRevalidate?: Duration | undefined;
+  /**
+   * Groups the value belongs to, for `invalidateTag` (see `GetOrComputeOptions.tags`).
+   * @default undefined (no tags)
+   */
+  tags?: readonly string[] | undefined;
 }
 
 /** Options of {@link getValue}. */
 export interface GetValueOptions {
   /** Also return a value past its `ttl` but within its stale-while-revalidate grace. @default false */
   allowStale?: boolean | undefined;
+  /**
+   * A Standard Schema or a function (see `GetOrComputeOptions.checkValue`): a cached value that
+   * fails reads as `undefined` (counted as `checkValueFailures`, with a `check-value` event); with a
+   * schema, the value returned is its output.
+   * @default undefined (no check)
+   */
+  checkValue?: CheckValue | undefined;
 }
 
 /** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
@@ -50,18 +65,31 @@ async function settleBackend(
 
 /**
  * Reads the value `getOrCompute` stored for `key`, without filling. A backend fault reads as a miss
- * (and is counted), as it does in `getOrCompute`.
+ * (and is counted), as it does in `getOrCompute`. With a Standard Schema as `checkValue` the result
+ * is typed by the schema's output.
  *
  * @returns the fresh value, or `undefined`
  */
+export function getValue<S extends StandardSchemaV1>(
+  cache: Cache,
+  key: string,
+  options: GetValueOptions & { readonly checkValue: S },
+): Promise<StandardSchemaV1.InferOutput<S> | undefined>;
+export function getValue<T = unknown>(
+  cache: Cache,
+  key: string,
+  options?: GetValueOptions,
+): Promise<T | undefined>;
 export async function getValue<T = unknown>(
   cache: Cache,
   key: string,
   options?: GetValueOptions,
 ): Promise<T | undefined> {
   checkKey(key);
+  const check = toValueCheck(options?.checkValue, 'options.checkValue');
   const state = stateOf(cache);
-  const entry = await readEntry(state, key);
+  const read = await readEntry(state, key);
+  const entry = check === undefined ? read : await checkedEntry(state, key, read, check);
   if (entry === undefined) return undefined;
   const now = Date.now();
   if (now < entry.freshUntil || (options?.allowStale === true && now < entry.staleUntil))
@@ -86,9 +114,10 @@ export async function setValue<T>(
   if (value === undefined) throw new TypeError('value must not be undefined (undefined is never cached)');
   const ttl = toOptionalMilliseconds(options?.ttl, 'options.ttl');
   const grace = toOptionalMilliseconds(options?.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
+  const tags = toTags(options?.tags, 'options.tags');
   const state = stateOf(cache);
   supersede(state, key);
-  const entry = entryFor(value, Date.now(), { ttl, grace });
+  const entry = entryFor(value, Date.now(), { ttl, grace, tags });
   await settleBackend(state, key, 'set', () =>
     cache.set(key, entry, { ttl: physicalTtl({ ttl, grace }), direct: true }),
   );

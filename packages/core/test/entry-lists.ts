@@ -13,6 +13,8 @@ export const MAIN_ENTRY: readonly string[] = [
   'getValue',
   'inFlightCount',
   'invalidate',
+  'invalidateTag',
+  'invalidateTags',
   'isCacheFillError',
   'jitteredTtl',
   'onStampedeEvent',
@@ -30,7 +32,9 @@ export const ADAPTER_ENTRY: readonly string[] = [
   // envelope and serializers
   'ENVELOPE_VERSION',
   'decodeEnvelope',
+  'decodeTag',
   'encodeEnvelope',
+  'encodeTag',
   'integerText',
   'jsonSerializer',
   'parseValue',

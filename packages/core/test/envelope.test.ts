@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import {
   type CacheEntry,
   decodeEnvelope,
+  decodeTag,
   encodeEnvelope,
+  encodeTag,
   integerText,
   jsonSerializer,
   type LegacySerializer,
@@ -165,5 +167,56 @@ describe('envelope', () => {
       TypeError,
     );
     expect(() => decodeEnvelope(42)).toThrow(TypeError);
+  });
+});
+
+describe('tagged envelopes', () => {
+  const odd = ['user:42', 'a|b,c', '{x}', '%25', '%u0041', 'héllo 🚀', '\uD800lone'];
+
+  it('round-trips tags, odd ones included, and keeps untagged entries in the first format', () => {
+    const entry = { value: { n: 1 }, createdAt: 1_000, freshUntil: 2_000, staleUntil: 3_000, tags: odd };
+    const text = encodeEnvelope(entry);
+    expect(text.startsWith('s1t|1000|2000|3000|')).toBe(true);
+    expect(decodeEnvelope(text)).toEqual(entry);
+    const plain = { value: 'v', createdAt: 1, freshUntil: 2, staleUntil: 3 };
+    expect(encodeEnvelope(plain)).toBe('s1|1|2|3|"v"');
+    expect(encodeEnvelope({ ...plain, tags: [] })).toBe('s1|1|2|3|"v"');
+    expect('tags' in decodeEnvelope('s1|1|2|3|"v"')).toBe(false);
+  });
+
+  it('writes s1, s2, s1t or s2t by whether the entry has a delta and tags, and reads all four back', () => {
+    const times = { createdAt: 1_000, freshUntil: 2_000, staleUntil: 3_000 };
+    const cases = [
+      [{ value: 'v', ...times }, 's1|1000|2000|3000|"v"'],
+      [{ value: 'v', ...times, delta: 25 }, 's2|1000|2000|3000|25|"v"'],
+      [{ value: 'v', ...times, tags: ['a', 'b|c'] }, 's1t|1000|2000|3000|a,b%7Cc|"v"'],
+      [{ value: 'v', ...times, delta: 25, tags: ['a', 'b|c'] }, 's2t|1000|2000|3000|25|a,b%7Cc|"v"'],
+    ] as const;
+    for (const [entry, text] of cases) {
+      expect(encodeEnvelope(entry)).toBe(text);
+      expect(decodeEnvelope(text)).toEqual(entry);
+    }
+    // A payload that holds the separators is read whole, after the header.
+    const tricky = { value: 'x|y,z|', ...times, delta: 0, tags: ['t'] };
+    expect(decodeEnvelope(encodeEnvelope(tricky))).toEqual(tricky);
+  });
+
+  it('refuses a tagged header with a bad delta or cut short', () => {
+    for (const text of [
+      's2t|1|2|3|x|a|"v"',
+      's2t|1|2|3|-1|a|"v"',
+      's2t|1|2|3|5|a',
+      's1t|1|2|3|a',
+      's3t|1|2|3|a|"v"',
+    ]) {
+      expect(() => decodeEnvelope(text), text).toThrow(TypeError);
+    }
+  });
+
+  it('encodeTag is injective and leaves no separator or brace', () => {
+    const encoded = odd.map(encodeTag);
+    expect(new Set(encoded).size).toBe(odd.length);
+    for (const text of encoded) expect(text).not.toMatch(/[|,{}]/);
+    expect(odd.map((tag) => decodeTag(encodeTag(tag)))).toEqual(odd);
   });
 });

@@ -16,6 +16,8 @@ export class Backend {
   readonly listeners = new Map<string, Set<(outcome: FillOutcome) => void>>();
   /** When each key was last deleted: a fill that started earlier must not bring it back. */
   readonly deletedAt = new Map<string, number>();
+  /** When each tag was last invalidated: an entry carrying it created earlier reads as a miss. */
+  readonly tagInvalidatedAt = new Map<string, number>();
   private nextToken = 1;
 
   read(key: string): CacheEntry | undefined {
@@ -25,7 +27,17 @@ export class Backend {
       this.entries.delete(key);
       return undefined;
     }
+    for (const tag of found.entry.tags ?? []) {
+      if (found.entry.createdAt <= (this.tagInvalidatedAt.get(tag) ?? Number.NEGATIVE_INFINITY))
+        return undefined;
+    }
     return found.entry;
+  }
+
+  invalidateTags(tags: readonly string[]): void {
+    const now = Date.now();
+    for (const tag of tags)
+      this.tagInvalidatedAt.set(tag, Math.max(now, this.tagInvalidatedAt.get(tag) ?? now));
   }
 
   write(key: string, entry: CacheEntry, ttl: number | undefined): void {
@@ -67,6 +79,8 @@ export interface TestCacheOptions {
   lock?: boolean;
   /** Offer onFillDone (push wake-up). */
   push?: boolean;
+  /** Offer invalidateTags. */
+  tags?: boolean;
   backend?: Backend;
 }
 
@@ -116,6 +130,12 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
         },
       };
       return answer(lock);
+    };
+  }
+  if (options.tags) {
+    cache.invalidateTags = (tags) => {
+      backend.invalidateTags(tags);
+      return answer(undefined);
     };
   }
   if (options.push) {

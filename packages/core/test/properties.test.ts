@@ -39,6 +39,7 @@ const target: ScheduleTarget<core.Cache> = {
         push: (variant & 2) === 2,
         readDelay: (variant & 4) === 4 ? 3 : undefined,
         lock: true,
+        tags: true,
       }),
     );
     return {
@@ -56,6 +57,16 @@ describe('single-flight, SWR, lock, abort, timeout and writes under random sched
     await fc.assert(
       fc.asyncProperty(scheduleArbitrary(target, 60), (schedule) => runSchedule(target, schedule)),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('the same with tags: tagged fills and setValue, invalidateTag of one key or of all', () => {
+  it('never serves a tagged value older than a tag invalidation that resolved before the call', async () => {
+    const tagged = { ...target, tags: true };
+    await fc.assert(
+      fc.asyncProperty(scheduleArbitrary(tagged, 60), (schedule) => runSchedule(tagged, schedule)),
+      { numRuns: 200 },
     );
   });
 });

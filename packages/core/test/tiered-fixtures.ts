@@ -1,6 +1,7 @@
 // Caches and a bus for the tiered cache's tests. The core cannot depend on @stampede/memory (it is
 // memory's peer), so `localCache` is a small synchronous cache with the same rules: physical expiry,
-// never-older, deletion records that refuse older fills, and `clear`.
+// never-older, deletion records that refuse older fills, `clear`, and tags checked on read (an entry
+// created at or before one of its tags' invalidation is a miss).
 import type { Cache, CacheBus, CacheBusHandlers, CacheEntry, CacheSetOptions } from '../src/index.js';
 
 /** What happened, in order, across the caches and the bus of one test. */
@@ -11,6 +12,7 @@ export interface LocalCache extends Cache {
   set(key: string, entry: CacheEntry, options: CacheSetOptions): boolean;
   delete(key: string): void;
   clear(): void;
+  invalidateTags(tags: readonly string[], at?: number): void;
   /** When the stored copy of `key` expires physically (Infinity for none), or undefined. */
   expiresAt(key: string): number | undefined;
   readonly size: number;
@@ -20,10 +22,13 @@ export interface LocalCache extends Cache {
 export function localCache(log: Log = [], label = 'local'): LocalCache {
   const entries = new Map<string, { entry: CacheEntry; expiresAt: number }>();
   const deletions = new Map<string, number>();
+  const tagTimes = new Map<string, number>();
   let floor = Number.NEGATIVE_INFINITY;
+  const taggedOut = (entry: CacheEntry): boolean =>
+    (entry.tags ?? []).some((tag) => entry.createdAt <= (tagTimes.get(tag) ?? Number.NEGATIVE_INFINITY));
   const live = (key: string) => {
     const found = entries.get(key);
-    if (found !== undefined && Date.now() >= found.expiresAt) {
+    if (found !== undefined && (Date.now() >= found.expiresAt || taggedOut(found.entry))) {
       entries.delete(key);
       return undefined;
     }
@@ -43,7 +48,8 @@ export function localCache(log: Log = [], label = 'local'): LocalCache {
         return false;
       const stored = live(key)?.entry;
       if (stored !== undefined && stored.createdAt > entry.createdAt) return false;
-      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now())) entries.delete(key);
+      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now()) || taggedOut(entry))
+        entries.delete(key);
       else
         entries.set(key, {
           entry,
@@ -55,6 +61,10 @@ export function localCache(log: Log = [], label = 'local'): LocalCache {
       log.push(`${label}.delete ${key}`);
       entries.delete(key);
       deletions.set(key, Date.now());
+    },
+    invalidateTags(tags, at = Date.now()) {
+      log.push(`${label}.invalidateTags ${tags.join(',')}`);
+      for (const tag of tags) tagTimes.set(tag, Math.max(at, tagTimes.get(tag) ?? at));
     },
     clear() {
       log.push(`${label}.clear`);
@@ -72,6 +82,8 @@ export function localCache(log: Log = [], label = 'local'): LocalCache {
 export class RemoteStore {
   readonly entries = new Map<string, { entry: CacheEntry; expiresAt: number }>();
   readonly deletedAt = new Map<string, number>();
+  /** When each tag was last invalidated (the remotes with `tags: true` check entries against it). */
+  readonly tagTimes = new Map<string, number>();
   readonly subscribers = new Set<CacheBusHandlers>();
   /** While true, published messages wait in `held` (a slow network). */
   hold = false;
@@ -82,6 +94,9 @@ export class RemoteStore {
   read(key: string): CacheEntry | undefined {
     const found = this.entries.get(key);
     if (found === undefined) return undefined;
+    const { createdAt, tags = [] } = found.entry;
+    if (tags.some((tag) => createdAt <= (this.tagTimes.get(tag) ?? Number.NEGATIVE_INFINITY)))
+      return undefined;
     if (Date.now() >= found.expiresAt) {
       this.entries.delete(key);
       return undefined;
@@ -127,7 +142,7 @@ export class RemoteStore {
 }
 
 export interface RemoteCache extends Cache {
-  readonly calls: { get: number; set: number; delete: number; publish: number };
+  readonly calls: { get: number; set: number; delete: number; publish: number; tags: number };
   readonly store: RemoteStore;
   /** Read results wait for `releaseReads()` while true. */
   holdReads: boolean;
@@ -139,13 +154,15 @@ export interface RemoteCacheOptions {
   bus?: boolean;
   /** Offer `roundTrip` through JSON. @default false */
   roundTrip?: boolean;
+  /** Offer `invalidateTags` (on the store's clock: `Date.now()`). @default false */
+  tags?: boolean;
   log?: Log;
 }
 
 /** An asynchronous remote cache on `store`, with a bus on the store's hub. */
 export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}): RemoteCache {
   const log = options.log ?? [];
-  const calls = { get: 0, set: 0, delete: 0, publish: 0 };
+  const calls = { get: 0, set: 0, delete: 0, publish: 0, tags: 0 };
   const waiting: (() => void)[] = [];
   const check = (): void => {
     if (store.down) throw new Error('remote down');
@@ -198,6 +215,16 @@ export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}
       },
     };
     Object.assign(cache, { bus });
+  }
+  if (options.tags === true) {
+    Object.assign(cache, {
+      async invalidateTags(tags: readonly string[]) {
+        calls.tags++;
+        log.push(`remote.invalidateTags ${tags.join(',')}`);
+        check();
+        for (const tag of tags) store.tagTimes.set(tag, Date.now());
+      },
+    });
   }
   if (options.roundTrip === true) {
     Object.assign(cache, { roundTrip: (value: unknown) => JSON.parse(JSON.stringify(value)) });

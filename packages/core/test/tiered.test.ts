@@ -70,7 +70,7 @@ describe('createTieredCache', () => {
     // @ts-expect-error: a bus needs subscribe
     expect(() => createTieredCache({ local, remote: badBus })).toThrow(/options\.remote\.bus/);
     expect(store.subscribers.size).toBe(0);
-    expect(remote.calls).toEqual({ get: 0, set: 0, delete: 0, publish: 0 });
+    expect(remote.calls).toEqual({ get: 0, set: 0, delete: 0, publish: 0, tags: 0 });
   });
 
   it('offers the lock, push wake-up and round trip exactly when the remote does', () => {
@@ -329,7 +329,8 @@ describe('the invalidation bus', () => {
     const store = new RemoteStore();
     const a = replica(store);
     await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
-    store.deliver('someone|t|k');
+    store.deliver('someone|x|k');
+    store.deliver('someone|t|');
     store.deliver('garbage');
     expect(a.local.get('k')?.value).toBe('v');
     store.deliver('someone|k|k');

@@ -41,6 +41,13 @@ export interface MemoryCache extends Cache {
   readonly size: number;
   /** Drops every entry; as with {@link MemoryCache.delete}, no fill that started before it writes back. */
   clear(): void;
+  /**
+   * Records that `tags` were invalidated at `at` (default now): from then on an entry carrying one
+   * of them and created at or before that time reads as a miss. Costs one map write per tag,
+   * whatever the number of entries. `at` lets a cache in front of a remote one (tiered) apply an
+   * invalidation made elsewhere at the time it was made.
+   */
+  invalidateTags(tags: readonly string[], at?: number): void;
 }
 
 // lru-cache's clock must agree with the envelope's (Date.now), so a physical expiry never
@@ -84,6 +91,27 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   // `delete` then `set` (or `invalidate` then `setValue`) within one millisecond must store. A fill
   // that started less than 1 ms before a delete may thus still write; core's `invalidate` closes
   // even that gap for this process's fills, as it stops them from writing at all.
+  // When each tag was last invalidated, bounded like the deletions: a record pushed out raises
+  // `tagFloor`, which then invalidates every tagged entry created before it (a few more misses,
+  // never an invalidated value served).
+  let tagFloor = Number.NEGATIVE_INFINITY;
+  const tagTimes = new LRUCache<string, number>({
+    max: lru.max > 0 ? lru.max : max,
+    dispose: (at, _tag, reason) => {
+      if (reason === 'evict' && at > tagFloor) tagFloor = at;
+    },
+  });
+  // An entry created in the very millisecond of an invalidation counts as before it.
+  const taggedOut = (entry: CacheEntry): boolean => {
+    const tags = entry.tags;
+    if (tags === undefined) return false;
+    if (entry.createdAt <= tagFloor) return true;
+    for (const tag of tags) {
+      const at = tagTimes.peek(tag);
+      if (at !== undefined && entry.createdAt <= at) return true;
+    }
+    return false;
+  };
   const deletedAfter = (key: string, createdAt: number): boolean => {
     if (createdAt < floor) return true;
     const deletedAt = deletions.peek(key);
@@ -97,7 +125,11 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       return lru.size;
     },
     get(key: string): CacheEntry | undefined {
-      return lru.get(key);
+      const entry = lru.get(key);
+      // Untagged entries (the common case) pay one property read.
+      if (entry === undefined || entry.tags === undefined || !taggedOut(entry)) return entry;
+      lru.delete(key);
+      return undefined;
     },
     set(key: string, entry: CacheEntry, { ttl, direct }: CacheSetOptions): boolean {
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
@@ -106,7 +138,9 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       if (!shouldReplace(lru.peek(key), entry)) return false;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
       // ttl 0) wants the next read to see, and that is a miss.
-      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now())) lru.delete(key);
+      // So does an entry a tag invalidated already (a fill that started before the invalidation).
+      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now()) || taggedOut(entry))
+        lru.delete(key);
       else lru.set(key, entry, { ttl });
       return true;
     },
@@ -115,6 +149,12 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       const now = Date.now();
       const previous = deletions.peek(key);
       deletions.set(key, previous !== undefined && previous > now ? previous : now);
+    },
+    invalidateTags(tags: readonly string[], at: number = Date.now()): void {
+      for (const tag of tags) {
+        const previous = tagTimes.peek(tag);
+        tagTimes.set(tag, previous !== undefined && previous > at ? previous : at);
+      }
     },
     clear(): void {
       lru.clear();

@@ -49,3 +49,13 @@ describe('the memory cache under random schedules', () => {
     );
   });
 });
+
+describe('the memory cache under random schedules with tags', () => {
+  it('never serves a tagged value older than a tag invalidation that resolved before the call', async () => {
+    const tagged = { ...target, tags: true };
+    await fc.assert(
+      fc.asyncProperty(scheduleArbitrary(tagged, 60), (schedule) => runSchedule(tagged, schedule)),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -29,13 +29,17 @@ const HELP: Record<keyof StampedeStats, string> = {
   lockWaitErrors:
     'Lock waits that ended on a backend fault (a lock attempt during the wait failed) and filled locally.',
   backendErrors: 'Backend calls that failed or timed out (reads, writes, locks, decoding).',
+  checkValueFailures:
+    'Values that failed checkValue: cached ones (read as misses) and fill results (failed fills).',
+  tagInvalidations: 'Tags invalidated by invalidateTag/invalidateTags (one per tag).',
   failSafeActivations:
     'Failed or timed-out fills whose callers got the previous value (failSafe), re-armed fresh for its throttle.',
   softTimeouts:
     'Fills whose callers got the previous value after softTimeout while the fill went on in the background.',
   l1Hits: 'Tiered caches: reads answered by the local cache (L1) with a fresh entry, no remote command.',
   l2Hits: 'Tiered caches: reads that missed L1 and found an entry in the remote cache (L2).',
-  busEvictions: "Tiered caches: local copies evicted on another replica's invalidation bus message.",
+  busEvictions:
+    "Tiered caches: another replica's invalidation bus messages acted on (a key evicted from L1, or a tag invalidation).",
   busRecoveries: 'Tiered caches: invalidation bus reconnections after which the local cache was cleared.',
 };
 

@@ -4,8 +4,10 @@ import {
   createTieredCache,
   getOrCompute,
   getOrComputeWith,
+  invalidateTags,
   resetStats,
   STAT_NAMES,
+  setValue,
 } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { Gauge, Registry, register } from 'prom-client';
@@ -280,6 +282,23 @@ describe('registerStampedeMetrics', () => {
       sample(text, 'stampede_lock_wait_duration_seconds_count', { cache: 'faulty', outcome: 'error' }),
     ).toBe(1);
     expect(text).not.toContain('LOCK-ERROR-KEY');
+  });
+
+  it('exports check failures and tag invalidations as counters, without tags or keys as labels', async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    const cache = createMemoryCache({ name: 'checked' });
+    await setValue(cache, 'k:CHECK-KEY-5e1a', { old: 'shape' }, { tags: ['TAG-LABEL-9c2f'] });
+    const isNumber = (value: unknown) => typeof value === 'number';
+    await expect(
+      getOrComputeWith(cache, 'k:CHECK-KEY-5e1a', { checkValue: isNumber }, () => 7),
+    ).resolves.toBe(7);
+    await invalidateTags(cache, ['TAG-LABEL-9c2f', 'other']);
+    const text = await registry.metrics();
+    expect(sample(text, 'stampede_check_value_failures_total', { cache: 'checked' })).toBe(1);
+    expect(sample(text, 'stampede_tag_invalidations_total', { cache: 'checked' })).toBe(2);
+    expect(text).not.toContain('CHECK-KEY');
+    expect(text).not.toContain('TAG-LABEL');
   });
 
   it("exports a tiered cache's L1 and L2 hits under its name", async () => {

@@ -98,6 +98,12 @@ export interface NodeRedisCache extends Cache {
    * the core then protects in-process only instead of waiting out `lockWaitTimeout`.
    */
   readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
+  /**
+   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
+   * kept without expiry): entries carrying the tag created before it read as misses on every
+   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
   /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
   onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
   /**
@@ -193,6 +199,7 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     get tryAcquireFillLock() {
       return cache.lockUsable ? tryAcquireFillLock : undefined;
     },
+    invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone: (key, listener) => (pushWakeUp ? notifier.listen(key, listener) : () => {}),
     bus: {
       async publish(message) {

@@ -19,7 +19,7 @@ function cacheOn(prefix: string): NodeRedisCache {
 describeCacheConformance({
   name: 'node-redis',
   clock: 'real',
-  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, bus: true },
+  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true, bus: true },
   async create() {
     client ??= await connectedClient();
     // A prefix per cache: the suite checks that two instances never see each other.

@@ -14,14 +14,19 @@ import { acquireFillLock } from './fill-lock.js';
 import {
   createServerClock,
   decodeStored,
+  prefixPinsSlot,
   pxArgument,
   remoteKeys,
   remoteWriteArgs,
+  tagKey,
   type WriteGuardArgs,
 } from './layout.js';
 import {
   DELETE_SCRIPT,
   EXTEND_SCRIPT,
+  GET_SCRIPT,
+  GET_SCRIPT_WITHOUT_FLAGS,
+  INVALIDATE_TAGS_SCRIPT,
   type LuaScript,
   RELEASE_SCRIPT,
   TIME_SCRIPT,
@@ -60,6 +65,11 @@ export interface RedisProtocolCache {
   /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
   /**
+   * Records Redis's time as the invalidation time of each tag (one key per tag, never a scan):
+   * entries carrying one of them created at or before it read as misses from then on.
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
+  /**
    * False once Redis refused a script (see `ServerAccess.scripts`): a lock could not be released, so
    * a binding then reports no fill lock (`tryAcquireFillLock` undefined) and the core protects
    * in-process only, instead of making every herd wait out `lockWaitTimeout`.
@@ -92,6 +102,36 @@ export function createRedisProtocolCache(
   );
   const slowReads = createSlowReadWatch(operations.name, operations.operationTimeout);
 
+  // In a Cluster, the read script may touch the tags' keys only when they share the entry's slot.
+  const tagsApart = client.cluster === true && !prefixPinsSlot(prefix);
+  // One round trip, tagged or not: the script compares the entry's tags on the server. A server
+  // that cannot compile the script's flags (before Redis 7) gets it without them from then on.
+  let getScript = GET_SCRIPT;
+  const read = async (key: string): Promise<unknown> => {
+    const keys = [remoteKeys(prefix, key).value];
+    try {
+      return await runScript(getScript, keys, [prefix]);
+    } catch (error) {
+      // A user whose ACL refuses scripts still reads what others wrote (the runner turned
+      // `access.scripts` off on this refusal): this read and the next ones go apart.
+      if (!context.access.scripts) return readApart(key);
+      if (getScript !== GET_SCRIPT || !FLAGS_REFUSED.test(messageOf(error))) throw error;
+      getScript = GET_SCRIPT_WITHOUT_FLAGS;
+      return runScript(getScript, keys, [prefix]);
+    }
+  };
+  // Cluster without a slot-pinning prefix, or no scripts allowed: GET, then (only for a tagged
+  // entry) its tags' keys.
+  const readApart = async (key: string): Promise<unknown> => {
+    const stored = await client.get(remoteKeys(prefix, key).value);
+    const header = typeof stored === 'string' ? TAGGED_HEADER.exec(stored) : null;
+    if (header === null) return stored;
+    const createdAt = Number(header[1] ?? header[2]);
+    const tags = (header[3] ?? '').split(',').filter((tag) => tag.length !== 0);
+    const times = await Promise.all(tags.map((tag) => client.get(`${prefix}{${tag}}:tag`)));
+    return times.some((at) => at !== null && at !== undefined && Number(at) >= createdAt) ? null : stored;
+  };
+
   return {
     async get(key) {
       // Started before the GET so that, on first use, both travel together.
@@ -100,7 +140,7 @@ export function createRedisProtocolCache(
       const stored = await operations.call(
         'get',
         key,
-        () => client.get(remoteKeys(prefix, key).value),
+        () => (tagsApart || !context.access.scripts ? readApart(key) : read(key)),
         (late) => slowReads.late(key, late, Date.now() - sentAt),
       );
       slowReads.answered(key);
@@ -150,6 +190,18 @@ export function createRedisProtocolCache(
     tryAcquireFillLock(key, ttl) {
       return acquireFillLock(context, key, ttl);
     },
+    async invalidateTags(tags) {
+      // One script per tag: a tag's key is in its own slot in a Cluster (a few parallel calls).
+      await operations.keepAlive(
+        Promise.all(
+          tags.map((tag) =>
+            operations.call('tags', undefined, () =>
+              runScript(INVALIDATE_TAGS_SCRIPT, [tagKey(prefix, tag)], []),
+            ),
+          ),
+        ),
+      );
+    },
     get lockUsable() {
       return context.access.scripts;
     },
@@ -159,7 +211,15 @@ export function createRedisProtocolCache(
   };
 }
 
-const VALUE_SCRIPTS: readonly LuaScript[] = [WRITE_SCRIPT, DELETE_SCRIPT, TIME_SCRIPT];
+// The header of a tagged envelope (`s1t|` or `s2t|`, with a `delta`): its createdAt (server clock)
+// and its encoded tags.
+const TAGGED_HEADER = /^(?:s1t\|(-?\d+)\|\d*\|\d*\||s2t\|(-?\d+)\|\d*\|\d*\|\d+\|)([^|]*)\|/;
+
+// Every read runs GET_SCRIPT (see `read`), so it is loaded with the writes' scripts.
+const VALUE_SCRIPTS: readonly LuaScript[] = [GET_SCRIPT, WRITE_SCRIPT, DELETE_SCRIPT, TIME_SCRIPT];
+// A server before Redis 7 cannot compile GET_SCRIPT's flags: not a fault (reads then send it
+// without them).
+const FLAGS_REFUSED = /compil|shebang|unexpected symbol/i;
 const LOCK_SCRIPTS: readonly LuaScript[] = [RELEASE_SCRIPT, EXTEND_SCRIPT];
 
 /** See {@link RedisProtocolCache.warmUp}; `measureClock` starts the server clock's first measurement. */
@@ -168,7 +228,7 @@ async function warmUp(context: RedisProtocolContext, measureClock: () => unknown
   const separate = lockClient !== client;
   let reported = false;
   const report = (error: unknown): void => {
-    if (reported || isRefusal(error)) return;
+    if (reported || isRefusal(error) || FLAGS_REFUSED.test(messageOf(error))) return;
     reported = true;
     operations.report('warm-up', undefined, error);
   };

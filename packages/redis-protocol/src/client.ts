@@ -27,6 +27,13 @@ export interface RedisProtocolClient {
    */
   sha1?(text: string): string | Promise<string | undefined> | undefined;
   /**
+   * True for a Redis Cluster client: one script may only touch keys of one hash slot. A tagged read
+   * then takes two round trips (the entry, then its tags' keys), unless the prefix carries its own
+   * hash tag (`app{1}:`), which puts every key of the cache in one slot.
+   * @default false
+   */
+  readonly cluster?: boolean | undefined;
+  /**
    * `SCRIPT LOAD script` (on every primary, for a cluster), so the first EVALSHA after a deploy or
    * a server restart does not pay a NOSCRIPT refusal and a second round trip with EVAL.
    * @default undefined (scripts are loaded by the first EVAL that needs them)

@@ -6,6 +6,7 @@ import {
   type CacheEntry,
   decodeEnvelope,
   encodeEnvelope,
+  encodeTag,
   integerText,
   type SerializerOption,
 } from '@stampede/core/adapter';
@@ -64,6 +65,26 @@ export function remoteKeys(prefix: string, key: string): RemoteKeys {
 }
 
 /**
+ * The Redis key holding when `tag` was last invalidated (whole ms of the server's clock):
+ * `<prefix>{<encoded tag>}:tag`, with the tag as {@link encodeTag} writes it in the envelope, so the
+ * read script builds the same name from the envelope's text. No entry, lock or channel name ends in
+ * `}:tag`. Under a prefix with its own hash tag (`app{1}:`) it shares the entries' slot.
+ *
+ * @example
+ * tagKey('stampede:', 'user:42') // 'stampede:{user:42}:tag'
+ */
+export function tagKey(prefix: string, tag: string): string {
+  checkRemotePrefix(prefix);
+  return `${prefix}{${encodeTag(tag)}}:tag`;
+}
+
+/** True when `prefix` carries its own hash tag, so every key of the cache lands in one Cluster slot. */
+export function prefixPinsSlot(prefix: string): boolean {
+  const open = prefix.indexOf('{');
+  return open !== -1 && prefix.indexOf('}', open + 2) !== -1;
+}
+
+/**
  * The pub/sub channel of the invalidation bus of every cache on `prefix`: `<prefix>bus`. It cannot
  * be a key's channel (those end in `}:done`), and caches on one prefix share it, whichever binding
  * (ioredis, node-redis, Upstash) they use.
@@ -106,14 +127,12 @@ export function pxArgument(ms: number): string {
 /** `entry` with every time moved by `offset` ms (`Infinity` stays `Infinity`). */
 function shifted(entry: CacheEntry, offset: number): CacheEntry {
   if (offset === 0) return entry;
-  const moved = {
-    value: entry.value,
+  return {
+    ...entry,
     createdAt: entry.createdAt + offset,
     freshUntil: entry.freshUntil + offset,
     staleUntil: entry.staleUntil + offset,
   };
-  // A duration, not a time: the clocks' offset does not move it.
-  return entry.delta === undefined ? moved : { ...moved, delta: entry.delta };
 }
 
 /**
@@ -214,7 +233,7 @@ export function remoteWriteArgs(
  * entry is newer or (unless the write is direct) a tombstone is newer than the fill's start, so a
  * fill never replaces a newer value nor undoes an invalidation that happened after it started. A removal that is not refused leaves a tombstone at its createdAt.
  * Only a well-formed header of an envelope version this release reads (`s1|` without `delta`, `s2|`
- * with it) counts as an entry: anything else stored there (garbage, another version) reads as a
+ * with it, and their tagged forms `s1t|`, `s2t|`) counts as an entry: anything else stored there (garbage, another version) reads as a
  * miss, so it must never block the write that repairs it.
  * Every time compared here is the Redis server's clock (tombstones from `TIME`, entries converted
  * by the writer's {@link ServerClock}), never two replicas' clocks against each other.
@@ -227,8 +246,8 @@ if current then
   if deleted then
     if ARGV[4] ~= '1' and tonumber(deleted) > created then return 0 end
   else
-    local stored = string.match(current, '^s1|(%-?%d+)|%d*|%d*|')
-      or string.match(current, '^s2|(%-?%d+)|%d*|%d*|%d+|')
+    local stored = string.match(current, '^s1t?|(%-?%d+)|%d*|%d*|')
+      or string.match(current, '^s2t?|(%-?%d+)|%d*|%d*|%d+|')
     if stored and tonumber(stored) > created then return 0 end
   end
 end
@@ -256,6 +275,50 @@ export const DELETE_LUA = `
 ${AFTER_TIME}
 redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)), 'PX', ARGV[1])
 return 1
+`.trim();
+
+/**
+ * Lua: KEYS[1] value key; ARGV[1] the prefix. `GET` of the entry, except that a tagged entry (`s1t|`
+ * or `s2t|`) one of whose tags was invalidated at or after its `createdAt` reads as nil: one round
+ * trip for a tagged hit, compared on the server's clock. It reads each tag's key (see {@link tagKey}) by a name built
+ * from the envelope, so in Redis Cluster every key must share a slot (a prefix with a hash tag);
+ * without one, the adapter reads the tags apart (see the README). Sent with the `no-writes` flag
+ * ({@link NO_WRITES}) so that it runs, like a `GET`, on a read-only replica and while writes are
+ * paused (`CLIENT PAUSE WRITE`, as during a failover).
+ */
+export const TAGGED_GET_LUA = `
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local created, tags = string.match(v, '^s1t|(%-?%d+)|%d*|%d*|([^|]*)|')
+if not created then created, tags = string.match(v, '^s2t|(%-?%d+)|%d*|%d*|%d+|([^|]*)|') end
+if not created then return v end
+created = tonumber(created)
+for enc in string.gmatch(tags, '[^,]+') do
+  local at = tonumber(redis.call('GET', ARGV[1] .. '{' .. enc .. '}:tag'))
+  if at and at >= created then return false end
+end
+return v
+`.trim();
+
+/**
+ * The shebang that declares a script read-only (Redis 7 and later). An older server refuses to
+ * compile it; the adapters then send the script without it.
+ */
+export const NO_WRITES = '#!lua flags=no-writes\n';
+
+/**
+ * Lua: KEYS the tags' keys ({@link tagKey}). Records Redis's time (ms) as each tag's invalidation
+ * time, never moving one back; returns that time. Entries are compared with it on read.
+ */
+export const INVALIDATE_TAGS_LUA = `
+${AFTER_TIME}
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local text = string.format('%.0f', now)
+for _, k in ipairs(KEYS) do
+  local at = tonumber(redis.call('GET', k))
+  if not at or at < now then redis.call('SET', k, text) end
+end
+return text
 `.trim();
 
 /** Lua, no keys: the Redis server's time in whole ms (an integer reply). */

@@ -1,5 +1,14 @@
 import type { RedisProtocolClient } from './client.js';
-import { DELETE_LUA, EXTEND_LOCK_LUA, RELEASE_LOCK_LUA, SERVER_TIME_LUA, WRITE_GUARD_LUA } from './layout.js';
+import {
+  DELETE_LUA,
+  EXTEND_LOCK_LUA,
+  INVALIDATE_TAGS_LUA,
+  NO_WRITES,
+  RELEASE_LOCK_LUA,
+  SERVER_TIME_LUA,
+  TAGGED_GET_LUA,
+  WRITE_GUARD_LUA,
+} from './layout.js';
 import { webSha1 } from './web-crypto.js';
 
 /** A Lua script the protocol runs (by EVALSHA, falling back to EVAL). */
@@ -13,6 +22,15 @@ export const WRITE_SCRIPT: LuaScript = { source: WRITE_GUARD_LUA };
 
 /** Replaces an entry with a tombstone holding Redis's own time ({@link DELETE_LUA}). */
 export const DELETE_SCRIPT: LuaScript = { source: DELETE_LUA };
+
+/** `GET` that reads a tag-invalidated entry as nil ({@link TAGGED_GET_LUA}), flagged `no-writes`. */
+export const GET_SCRIPT: LuaScript = { source: `${NO_WRITES}${TAGGED_GET_LUA}` };
+
+/** {@link GET_SCRIPT} for a server older than Redis 7, which knows no script flags. */
+export const GET_SCRIPT_WITHOUT_FLAGS: LuaScript = { source: TAGGED_GET_LUA };
+
+/** Records Redis's time as the tags' invalidation time ({@link INVALIDATE_TAGS_LUA}). */
+export const INVALIDATE_TAGS_SCRIPT: LuaScript = { source: INVALIDATE_TAGS_LUA };
 
 /** Redis's time in ms, to measure this process's clock offset ({@link SERVER_TIME_LUA}). */
 export const TIME_SCRIPT: LuaScript = { source: SERVER_TIME_LUA };

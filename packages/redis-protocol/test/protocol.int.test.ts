@@ -141,3 +141,44 @@ describe('the shared cache body', () => {
     await next?.release('failed');
   });
 });
+
+describe('the four envelope forms on the server', () => {
+  const forms = [
+    { name: 's1', extra: {}, header: /^s1\|/ },
+    { name: 's2', extra: { delta: 40 }, header: /^s2\|\d+\|\d+\|\d+\|40\|/ },
+    { name: 's1t', extra: { tags: ['g', 'h|i'] }, header: /^s1t\|\d+\|\d+\|\d+\|g,h%7Ci\|/ },
+    { name: 's2t', extra: { delta: 40, tags: ['g', 'h|i'] }, header: /^s2t\|\d+\|\d+\|\d+\|40\|g,h%7Ci\|/ },
+  ] as const;
+  // `cluster: true` on a standalone server takes the read that runs no script (GET, then the tags'
+  // keys), as a Cluster client without a slot-pinning prefix does.
+  for (const apart of [false, true]) {
+    for (const form of forms) {
+      it(`${form.name}${apart ? ' (read apart)' : ''}: the write guard reads its createdAt, and an invalidated tag hides it`, async () => {
+        const client: RedisProtocolClient = { ...adapt(redis), cluster: apart };
+        const cache = cacheOn(client, `protocol-forms-${form.name}`);
+        const key = `form-${form.name}-${apart}`;
+        const now = Date.now();
+        await cache.set(key, { ...entry('new', now), ...form.extra }, { ttl: 60_000 });
+        expect(await redis.get(remoteKeys(prefix, key).value)).toMatch(form.header);
+        // An older write is refused: the guard found the stored createdAt in this header.
+        expect(await cache.set(key, { ...entry('old', now - 10_000), ...form.extra }, { ttl: 60_000 })).toBe(
+          false,
+        );
+        const read = await cache.get(key);
+        expect(read).toMatchObject({ value: 'new', ...form.extra });
+        // Tags of their own, so that no other case's entries are touched.
+        const tag = `g-${form.name}-${apart}`;
+        const tagged = 'tags' in form.extra ? { ...form.extra, tags: [tag, 'h|i'] } : form.extra;
+        await cache.set(key, { ...entry('tagged', now + 1), ...tagged }, { ttl: 60_000 });
+        expect((await cache.get(key))?.value).toBe('tagged');
+        await cache.invalidateTags([tag]);
+        if ('tags' in form.extra) expect(await cache.get(key)).toBeUndefined();
+        else expect((await cache.get(key))?.value).toBe('tagged');
+        // A value created after the invalidation is served again.
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        await cache.set(key, { ...entry('after', Date.now() + 2), ...tagged }, { ttl: 60_000 });
+        expect(await cache.get(key)).toMatchObject({ value: 'after', ...tagged });
+      });
+    }
+  }
+});

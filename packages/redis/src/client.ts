@@ -14,6 +14,7 @@ export function protocolClient(client: RedisClient): RedisProtocolClient {
     eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
     // Synchronous, so the first EVALSHA of a script leaves in the same tick as its caller.
     sha1: (text) => createHash('sha1').update(text).digest('hex'),
+    cluster: (client as { isCluster?: boolean }).isCluster === true,
     scriptLoad: (text) => {
       if (!isCluster(client)) return client.script('LOAD', text);
       // EVALSHA goes to the node of its key: every primary needs the script. Before the cluster

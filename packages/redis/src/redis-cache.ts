@@ -104,6 +104,12 @@ export interface RedisCache extends Cache {
    */
   readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
+   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
+   * kept without expiry): entries carrying the tag created before it read as misses on every
+   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
+  /**
    * Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`); calls
    * `ready` once the SUBSCRIBE is acknowledged, so the waiter reads once a fill that ended meanwhile.
    */
@@ -206,6 +212,10 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     roundTrip: (value) => cache.roundTrip(value),
     get tryAcquireFillLock() {
       return cache.lockUsable ? tryAcquireFillLock : undefined;
+    },
+    invalidateTags(tags) {
+      if (!warm) warmUp();
+      return cache.invalidateTags(tags);
     },
     onFillDone(key, listener, ready) {
       return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};

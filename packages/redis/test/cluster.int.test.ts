@@ -1,7 +1,8 @@
+import { getOrComputeWith, inFlightCount, invalidateTag } from '@stampede/core';
 import { describeCacheConformance } from '@stampede/test-suite';
 import { type RedisClusterServer, randomPrefix, startRedisCluster } from '@stampede/test-support';
 import { Cluster } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
 import { deletePrefix, herd, startReplicas, stopWorkers, totals } from './helpers.js';
 import { describeLockBehaviour } from './lock-behaviour.js';
@@ -41,7 +42,7 @@ afterAll(async () => {
 describeCacheConformance({
   name: 'redis (3-master cluster)',
   clock: 'real',
-  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, bus: true },
+  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true, bus: true },
   async create() {
     const { client } = await cluster();
     return cacheOn(client, `${prefix}${caches.length}:`);
@@ -103,5 +104,38 @@ describe('replica processes on the cluster', () => {
     } finally {
       await stopWorkers(workers);
     }
+  });
+});
+
+describe('tags on the cluster', () => {
+  it('spreads tag keys over slots: a tagged read takes the entry, then its tags, without a cross-slot script', async () => {
+    const { client } = await cluster();
+    const cache = cacheOn(client, `${prefix}tags-apart:`);
+    await getOrComputeWith(cache, 'k', { ttl: 60_000, tags: ['t1', 't2', 't3'] }, () => 'old');
+    const slots = await Promise.all(
+      ['t1', 't2', 't3'].map((tag) => client.cluster('KEYSLOT', `${prefix}tags-apart:{${tag}}:tag`)),
+    );
+    expect(new Set(slots).size).toBeGreaterThan(1);
+    await invalidateTag(cache, 't2');
+    expect(await getOrComputeWith(cache, 'k', { ttl: 60_000, tags: ['t1', 't2', 't3'] }, () => 'new')).toBe(
+      'new',
+    );
+  });
+
+  it('with a prefix that pins one slot, a tagged hit is one script and invalidation still works', async () => {
+    const { client } = await cluster();
+    const cache = cacheOn(client, `${prefix}{pinned}:`);
+    await getOrComputeWith(cache, 'k', { ttl: 60_000, tags: ['a', 'b'] }, () => 'old');
+    await vi.waitFor(() => expect(inFlightCount(cache)).toBe(0));
+    const evalsha = vi.spyOn(client, 'evalsha');
+    const get = vi.spyOn(client, 'get');
+    expect((await cache.get('k'))?.value).toBe('old');
+    const sent = { evalsha: evalsha.mock.calls.length, get: get.mock.calls.length };
+    evalsha.mockRestore();
+    get.mockRestore();
+    expect(sent.get).toBe(0);
+    expect(sent.evalsha).toBeGreaterThanOrEqual(1);
+    await invalidateTag(cache, 'b');
+    expect(await cache.get('k')).toBeUndefined();
   });
 });

@@ -71,3 +71,13 @@ describe('replicas on Redis with the fill lock, under random schedules', () => {
     );
   }, 180_000);
 });
+
+describe('replicas on Redis with tags, under random schedules', () => {
+  it('never serve a tagged value older than a tag invalidation that resolved before the call', async () => {
+    const tagged = { ...target, tags: true };
+    await fc.assert(
+      fc.asyncProperty(scheduleArbitrary(tagged, 25), (schedule) => runSchedule(tagged, schedule)),
+      { numRuns: 25, endOnFailure: true },
+    );
+  }, 300_000);
+});

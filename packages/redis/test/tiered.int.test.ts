@@ -155,6 +155,85 @@ describe('a fleet on createTieredCache({ local: memory, remote: redis })', () =>
     }
     expect(value).toBe('u2');
   });
+
+  it('invalidateTag on one replica: once it resolves the others drop the old entries and keep the new ones in L1', async () => {
+    const keys = ['tagged-0', 'tagged-1', 'tagged-2'];
+    const tags = ['catalog'];
+    for (const key of [...keys, 'untagged']) await admin.set(`${prefix}db:${key}`, 'old');
+    const readTagged = (targets: readonly Worker[], key: string) =>
+      broadcast<ReadReport>(
+        targets,
+        { cmd: 'read', key, tags: key === 'untagged' ? undefined : tags },
+        (report) => 'value' in report || 'error' in report,
+      );
+    // Every replica holds every entry in L1.
+    for (const key of [...keys, 'untagged']) {
+      await readTagged([workers[0] as Worker], key);
+      await settle();
+      for (const report of await readTagged(workers, key)) expect(report.value).toBe('old');
+    }
+    for (const report of await stats(workers)) expect(report.localSize).toBeGreaterThanOrEqual(4);
+
+    for (const key of [...keys, 'untagged']) await admin.set(`${prefix}db:${key}`, 'new');
+    await broadcast(
+      [workers[0] as Worker],
+      { cmd: 'invalidateTag', tag: 'catalog' },
+      (r) => 'invalidated' in r,
+    );
+    // The bus is asynchronous: poll (generously: a shared 2-core machine) until every replica has the
+    // new values, and check that a replica that has served a new value never serves the old again.
+    const others = workers.slice(1);
+    const seenNew = new Set<string>();
+    const deadline = Date.now() + 5_000;
+    let pending = true;
+    while (pending && Date.now() < deadline) {
+      pending = false;
+      for (const key of keys) {
+        // Reports come in the order of `others`.
+        for (const [index, report] of (await readTagged(others, key)).entries()) {
+          expect(report.error).toBeUndefined();
+          const where = `replica ${index + 1}, ${key}`;
+          if (report.value === 'new') seenNew.add(where);
+          else {
+            expect(seenNew.has(where), `${where} went back to the old value`).toBe(false);
+            pending = true;
+          }
+        }
+      }
+      if (pending) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(pending).toBe(false);
+    await settle();
+    // No refetch loop: after one more read each (the refill's own eviction message may have dropped
+    // a copy taken before it arrived), the new tagged entries answer from L1 (no fill, no L2 read).
+    for (const key of keys)
+      for (const report of await readTagged(others, key)) expect(report.value).toBe('new');
+    const before = await stats(others);
+    for (const key of keys) {
+      for (const report of await readTagged(others, key)) {
+        expect(report.value).toBe('new');
+        expect(report.filled).toBe(0);
+      }
+    }
+    const after = await stats(others);
+    console.log(
+      JSON.stringify(before.map((r) => [r.id, r.stats.l1Hits, r.stats.l2Hits, r.stats.hits])),
+      JSON.stringify(after.map((r) => [r.id, r.stats.l1Hits, r.stats.l2Hits, r.stats.hits])),
+    );
+    for (const [index, report] of after.entries()) {
+      const previous = before[index]?.stats;
+      expect(report.stats.l1Hits - (previous?.l1Hits ?? 0)).toBe(keys.length);
+      expect(report.stats.l2Hits).toBe(previous?.l2Hits);
+      expect(report.stats.busEvictions).toBeGreaterThan(0);
+    }
+    // The untagged entry was not touched: still the old value, from L1.
+    for (const report of await readTagged(workers, 'untagged')) expect(report.value).toBe('old');
+    // The tag invalidation counts on the replica that made it only.
+    const counts = (await stats(workers)).map(
+      (report) => (report.stats as { tagInvalidations?: number }).tagInvalidations,
+    );
+    expect(counts).toEqual([1, 0, 0, 0]);
+  });
 });
 
 describe('a tiered replica whose Redis stops', () => {

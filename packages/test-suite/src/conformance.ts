@@ -5,6 +5,7 @@ import { lockCases } from './cases/lock.js';
 import { orderingCases } from './cases/ordering.js';
 import { pushCases } from './cases/push.js';
 import { storageCases } from './cases/storage.js';
+import { tagCases } from './cases/tags.js';
 import { createContext } from './context.js';
 import type { ConformanceOptions } from './options.js';
 
@@ -50,6 +51,7 @@ export function describeCacheConformance(options: ConformanceOptions): void {
     describe('write order', () => orderingCases(ctx));
     describe('fill lock', () => lockCases(ctx));
     describe('push wake-up', () => pushCases(ctx));
+    describe('tags', () => tagCases(ctx));
     describe('invalidation bus', () => busCases(ctx));
   });
 }

@@ -21,6 +21,12 @@ export interface CacheCapabilities {
   /** The cache implements `roundTrip` (it stores text and hands values back through a serializer). */
   roundTrip: boolean;
   /**
+   * The cache implements `invalidateTags`: entries carry `tags`, and an invalidated tag turns every
+   * entry that carried it and was created before the invalidation into a miss.
+   * @default false
+   */
+  tags?: boolean | undefined;
+  /**
    * The cache has an invalidation `bus` (what `createTieredCache` uses to keep replicas' local
    * copies coherent): a message published on one instance reaches every subscriber on the same
    * namespace, the publisher's own included.

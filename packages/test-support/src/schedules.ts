@@ -6,7 +6,8 @@
 // would). After every schedule it checks what the docs promise under any interleaving:
 // - no caller hangs (every fill that never settles has a fillTimeout);
 // - a caller gets a value filled (or set) for its own key;
-// - after an invalidate, setValue or delete resolves, no caller that starts later gets an older value:
+// - after an invalidate, setValue, delete or (with `tags`) invalidateTag resolves, no caller that
+//   starts later gets an older value (for a tag: an older value that carried it):
 //   on the replica that invalidated or set, from any source (the fills in flight there are
 //   superseded); on any replica, from the store (for fail-safe calls, on the writer's replica only:
 //   elsewhere a fill in flight may answer with the fallback it read before). What the store holds at
@@ -26,7 +27,13 @@ export interface ScheduleApi<C> {
     fill: (context: FillInfo) => unknown,
   ): Promise<unknown>;
   invalidate(cache: C, key: string): Promise<void>;
-  setValue(cache: C, key: string, value: unknown, options?: { ttl?: number }): Promise<void>;
+  setValue(
+    cache: C,
+    key: string,
+    value: unknown,
+    options?: { ttl?: number; tags?: readonly string[] },
+  ): Promise<void>;
+  invalidateTag?(cache: C, tag: string): Promise<void>;
   getValue(cache: C, key: string): Promise<unknown>;
   statsByCache(): Record<string, object>;
   inFlightCount(cache: C): number;
@@ -85,6 +92,11 @@ export interface ScheduleTarget<C> {
   readonly durations: ScheduleDurations;
   /** Whether the caches offer the fill lock (schedules then use it on some calls). */
   readonly lock: boolean;
+  /**
+   * Whether the caches can invalidate tags: `getOrComputeWith` calls and `setValue` then carry the
+   * tags `['t-<key>', 'all']`, and schedules invalidate `t-<key>` or `all`. @default false
+   */
+  readonly tags?: boolean;
   /** The most replicas a schedule uses (1 for an in-process cache). */
   readonly maxReplicas: number;
   /**
@@ -101,7 +113,7 @@ export interface ScheduleTarget<C> {
 }
 
 type Key = 'a' | 'b';
-type WriteKind = 'invalidate' | 'set' | 'delete';
+type WriteKind = 'invalidate' | 'set' | 'delete' | 'tag';
 
 /** One step of a schedule. */
 export type Step =
@@ -128,9 +140,16 @@ export type Step =
       readonly replica: number;
       readonly key: Key;
       readonly ttl: number | undefined;
+      /** For kind 'tag': the key's own tag, or the tag every key carries. */
+      readonly all?: boolean;
     };
 
-function stepArbitrary(durations: ScheduleDurations, replicas: number, lock: boolean): fc.Arbitrary<Step> {
+function stepArbitrary(
+  durations: ScheduleDurations,
+  replicas: number,
+  lock: boolean,
+  tags: boolean,
+): fc.Arbitrary<Step> {
   const key = fc.constantFrom<Key>('a', 'b');
   const replica = fc.integer({ min: 0, max: replicas - 1 });
   return fc.oneof(
@@ -187,10 +206,13 @@ function stepArbitrary(durations: ScheduleDurations, replicas: number, lock: boo
       weight: 2,
       arbitrary: fc.record({
         type: fc.constant('write' as const),
-        kind: fc.constantFrom<WriteKind>('invalidate', 'set', 'delete'),
+        kind: tags
+          ? fc.constantFrom<WriteKind>('invalidate', 'set', 'delete', 'tag', 'tag')
+          : fc.constantFrom<WriteKind>('invalidate', 'set', 'delete'),
         replica,
         key,
         ttl: fc.option(fc.integer({ min: 0, max: durations.ttl * 2 }), { nil: undefined }),
+        all: fc.boolean(),
       }),
     },
   );
@@ -210,7 +232,7 @@ export interface Schedule {
 export function scheduleArbitrary<C>(target: ScheduleTarget<C>, maxSteps = 50): fc.Arbitrary<Schedule> {
   return fc.integer({ min: 1, max: target.maxReplicas }).chain((replicas) =>
     fc.record({
-      steps: fc.array(stepArbitrary(target.durations, replicas, target.lock), {
+      steps: fc.array(stepArbitrary(target.durations, replicas, target.lock, target.tags === true), {
         minLength: 1,
         maxLength: maxSteps,
         size: 'max',
@@ -247,6 +269,8 @@ interface Produced {
   readonly date: number;
   /** When a caller first received it: from then on its flight has ended. */
   deliveredAt: number | undefined;
+  /** Written with the key's tags (by getOrComputeWith or setValue on a tags target). */
+  readonly tagged: boolean;
 }
 
 interface Write {
@@ -275,6 +299,8 @@ interface Write {
  */
 function forbids(write: Write, origin: Produced, date: number, slack: number): boolean {
   if (origin.at >= write.startedAt || origin.date >= write.date - slack) return false;
+  // A tag concerns only the values written with it (plain getOrCompute writes none).
+  if (write.kind === 'tag') return origin.tagged;
   if (write.kind !== 'set' || write.ttl === undefined || date < write.date + write.ttl) return true;
   return origin.deliveredAt !== undefined && origin.deliveredAt < write.startedAt;
 }
@@ -319,6 +345,11 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
   // run (after a lock wait) but is never written, so only calls started since count.
   const live = caches.map(() => ({ a: new Set<number>(), b: new Set<number>() }));
   const era = caches.map(() => ({ a: 0, b: 0 }));
+  // The same for tag invalidations, which supersede only the tagged fills.
+  const taggedFills = new Set<number>();
+  const tagEra = caches.map(() => ({ a: 0, b: 0 }));
+  const tagsOf = (key: Key): readonly string[] => [`t-${key}`, 'all'];
+  const tags = target.tags === true;
   // Whether a fail-safe call of the key has been made on the replica: from then on a fill in flight
   // there may answer (and be joined by calls without fail-safe) with the fallback it read.
   const failSafeSeen = caches.map(() => ({ a: false, b: false }));
@@ -364,30 +395,45 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
       await clock.advance(1);
       const startedAt = tick();
       const date = Date.now();
-      if (step.kind !== 'delete') {
+      const affected: readonly Key[] = step.kind === 'tag' && step.all === true ? ['a', 'b'] : [step.key];
+      if (step.kind === 'tag') {
+        for (const key of affected) {
+          const lives = live[step.replica]?.[key] as Set<number>;
+          for (const id of lives) if (taggedFills.has(id)) lives.delete(id);
+          (tagEra[step.replica] as { a: number; b: number })[key]++;
+        }
+      } else if (step.kind !== 'delete') {
         live[step.replica]?.[step.key].clear();
         (era[step.replica] as { a: number; b: number })[step.key]++;
       }
       try {
-        if (step.kind === 'invalidate') await during(api.invalidate(cache, step.key));
+        if (step.kind === 'tag') {
+          const tag = step.all === true ? 'all' : `t-${step.key}`;
+          // biome-ignore lint/style/noNonNullAssertion: tag steps are only generated for tags targets
+          await during(api.invalidateTag!(cache, tag));
+        } else if (step.kind === 'invalidate') await during(api.invalidate(cache, step.key));
         else if (step.kind === 'delete') await during(replicas.remove(cache, step.key));
         else {
           const value = `${step.key}#set${nextId++}`;
-          produced.set(value, { key: step.key, at: startedAt, date, deliveredAt: undefined });
-          await during(api.setValue(cache, step.key, value, step.ttl === undefined ? {} : { ttl: step.ttl }));
+          produced.set(value, { key: step.key, at: startedAt, date, deliveredAt: undefined, tagged: tags });
+          const ttl = step.ttl === undefined ? {} : { ttl: step.ttl };
+          await during(api.setValue(cache, step.key, value, tags ? { ...ttl, tags: tagsOf(step.key) } : ttl));
         }
       } catch (error) {
         failures.push(`${step.kind} ${step.key} failed: ${String(error)}`);
       }
-      writes.push({
-        kind: step.kind,
-        replica: step.replica,
-        key: step.key,
-        startedAt,
-        endedAt: tick(),
-        date,
-        ttl: step.kind === 'set' ? step.ttl : undefined,
-      });
+      const endedAt = tick();
+      for (const key of affected) {
+        writes.push({
+          kind: step.kind,
+          replica: step.replica,
+          key,
+          startedAt,
+          endedAt,
+          date,
+          ttl: step.kind === 'set' ? step.ttl : undefined,
+        });
+      }
       await clock.advance(1);
       continue;
     }
@@ -401,13 +447,17 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     const lives = live[replica]?.[key] as Set<number>;
     const eras = era[replica] as { a: number; b: number };
     const startEra = eras[key];
+    const tagEras = tagEra[replica] as { a: number; b: number };
+    const startTagEra = tagEras[key];
+    const tagged = tags && step.with;
     const controller = step.abortAfter === undefined ? undefined : new AbortController();
     if (controller !== undefined) setTimeout(() => controller.abort(new Error('left')), step.abortAfter);
     const fill = (context?: FillInfo): Promise<string> => {
       const id = nextId++;
       const value = `${key}#${id}`;
-      produced.set(value, { key, at: tick(), date: Date.now(), deliveredAt: undefined });
-      if (startEra === eras[key]) {
+      produced.set(value, { key, at: tick(), date: Date.now(), deliveredAt: undefined, tagged });
+      if (tagged) taggedFills.add(id);
+      if (startEra === eras[key] && (!tagged || startTagEra === tagEras[key])) {
         lives.add(id);
         if (lives.size > 1) failures.push(`replica ${replica} ran two fills of '${key}' at once`);
       }
@@ -442,6 +492,7 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             distributedFillLock: step.lock,
             fillTimeout: step.fillTimeout,
             signal: controller?.signal,
+            ...(tagged ? { tags: tagsOf(key) } : {}),
             failSafe: step.failSafe ? failSafe : undefined,
             softTimeout: step.softTimeout,
           },

@@ -121,6 +121,12 @@ export interface UpstashCache extends Cache {
    */
   readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
+   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
+   * kept without expiry): entries carrying the tag created before it read as misses on every
+   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
+   */
+  invalidateTags(tags: readonly string[]): Promise<void>;
+  /**
    * Listens for the end of fills of `key` on any replica through its own subscription (a no-op with
    * `pushWakeUp: false` or a client without `subscribe`); calls `ready` once the server has
    * acknowledged it. The returned function closes the subscription.
@@ -208,6 +214,7 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     get tryAcquireFillLock() {
       return cache.lockUsable ? tryAcquireFillLock : undefined;
     },
+    invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone(key, listener, ready) {
       if (!pushWakeUp) return () => {};
       return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready);

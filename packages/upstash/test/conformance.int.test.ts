@@ -12,7 +12,15 @@ afterAll(async () => {
 });
 
 // A lock with extend, values through a serializer, push wake-up and the bus over server-sent events.
-const capabilities = { lock: true, extend: true, push: true, sync: false, roundTrip: true, bus: true };
+const capabilities = {
+  lock: true,
+  extend: true,
+  push: true,
+  sync: false,
+  roundTrip: true,
+  tags: true,
+  bus: true,
+};
 
 function conformance(name: string, mode: ClientMode): void {
   const prefixes = new WeakMap<object, string>();

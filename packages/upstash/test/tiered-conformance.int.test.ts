@@ -31,8 +31,17 @@ describeCacheConformance({
   clock: 'real',
   // Another replica's delete reaches this one's L1 through a bus message, a moment later.
   replicaLag: true,
-  // The lock, push wake-up and round trip are the remote's; the bus is consumed, not offered.
-  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, bus: false },
+  // The lock, push wake-up and round trip are the remote's; the bus is consumed, not offered. Tags
+  // are invalidated in Redis and carried to the other replicas' L1 by the bus.
+  capabilities: {
+    lock: true,
+    extend: true,
+    push: true,
+    sync: false,
+    roundTrip: true,
+    tags: true,
+    bus: false,
+  },
   create: () => tieredOn(h.nextPrefix()),
   replica(of) {
     const prefix = prefixes.get(of);

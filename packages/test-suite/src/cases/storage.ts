@@ -18,6 +18,7 @@ export function storageCases(ctx: SuiteContext): void {
     expect(typeof cache.tryAcquireFillLock === 'function', 'lock').toBe(capabilities.lock);
     expect(typeof cache.onFillDone === 'function', 'push').toBe(capabilities.push);
     expect(typeof cache.roundTrip === 'function', 'roundTrip').toBe(capabilities.roundTrip);
+    expect(typeof cache.invalidateTags === 'function', 'tags').toBe(capabilities.tags === true);
     expect(cache.bus !== undefined, 'bus').toBe(capabilities.bus ?? false);
     if (capabilities.lock) {
       const lock = await cache.tryAcquireFillLock?.('capabilities', 5_000);

@@ -1,0 +1,145 @@
+import { isThenable } from './backend.js';
+import { messageOf } from './errors.js';
+import { emit, hasListeners } from './events.js';
+import type { CacheState } from './registry.js';
+import type { StandardSchemaV1 } from './standard-schema.js';
+
+/**
+ * What `checkValue` accepts: a Standard Schema (zod, valibot, arktype, ...), or a function that
+ * answers `true` for a good value and `false` or a message for a bad one.
+ */
+export type CheckValue = StandardSchemaV1 | ((value: unknown) => boolean | string);
+
+/** The issues a failed check reports (a Standard Schema's own, or one made from the function's answer). */
+export type CheckIssues = ReadonlyArray<StandardSchemaV1.Issue>;
+
+/** How a check ended: the value to hand out (a schema's output), or the issues. */
+export type CheckResult =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly issues: CheckIssues };
+
+/** A validated `checkValue`: runs it on a value, synchronously when it can. */
+export type ValueCheck = (value: unknown) => CheckResult | Promise<CheckResult>;
+
+function isSchema(value: unknown): value is StandardSchemaV1 {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false;
+  const props = (value as Partial<StandardSchemaV1>)['~standard'];
+  return typeof props === 'object' && props !== null && typeof props.validate === 'function';
+}
+
+function failed(message: string): CheckResult {
+  return { ok: false, issues: [{ message }] };
+}
+
+function fromSchema(result: StandardSchemaV1.Result<unknown>): CheckResult {
+  return result.issues ? { ok: false, issues: result.issues } : { ok: true, value: result.value };
+}
+
+function fromAnswer(answer: unknown, value: unknown): CheckResult {
+  if (answer === true) return { ok: true, value };
+  if (typeof answer === 'string') return failed(answer);
+  return failed('checkValue returned false');
+}
+
+/**
+ * `option` as a {@link ValueCheck}, or `undefined` when it is `undefined`. A validator that throws
+ * (or rejects) fails the value with the error's message as its issue.
+ *
+ * @throws TypeError naming `name` when `option` is neither a Standard Schema nor a function
+ */
+export function toValueCheck(option: unknown, name: string): ValueCheck | undefined {
+  if (option === undefined) return undefined;
+  if (isSchema(option)) {
+    const schema = option['~standard'];
+    return (value) => {
+      let result: ReturnType<typeof schema.validate>;
+      try {
+        result = schema.validate(value);
+      } catch (error) {
+        return failed(messageOf(error));
+      }
+      return isThenable(result)
+        ? Promise.resolve(result).then(fromSchema, (error: unknown) => failed(messageOf(error)))
+        : fromSchema(result);
+    };
+  }
+  if (typeof option === 'function') {
+    const check = option as (value: unknown) => unknown;
+    return (value) => {
+      let answer: unknown;
+      try {
+        answer = check(value);
+      } catch (error) {
+        return failed(messageOf(error));
+      }
+      return isThenable(answer)
+        ? Promise.resolve(answer).then(
+            (settled) => fromAnswer(settled, value),
+            (error: unknown) => failed(messageOf(error)),
+          )
+        : fromAnswer(answer, value);
+    };
+  }
+  throw new TypeError(
+    `${name} must be a Standard Schema (zod, valibot, arktype, ...) or a function; got ${option === null ? 'null' : typeof option}`,
+  );
+}
+
+/** The issues as one line, for an error message. */
+export function describeIssues(issues: CheckIssues): string {
+  return issues
+    .slice(0, 3)
+    .map((issue) => {
+      const path = issue.path
+        ?.map((segment) => String(typeof segment === 'object' && segment !== null ? segment.key : segment))
+        .join('.');
+      return path ? `${path}: ${issue.message}` : issue.message;
+    })
+    .join('; ');
+}
+
+/**
+ * The issues as a fill failure's `cause`: the same array (a copy), whose `String()` reads as a
+ * message, so `CacheFillError.message` says what failed instead of `[object Object]`.
+ */
+function asCause(issues: CheckIssues): CheckIssues {
+  const cause = [...issues];
+  const message = `checkValue rejected the value: ${describeIssues(issues)}`;
+  Object.defineProperty(cause, 'toString', { value: () => message, enumerable: false });
+  return Object.freeze(cause);
+}
+
+/** Emits a `check-value` event when someone listens. */
+export function checkEvent(
+  state: CacheState,
+  key: string,
+  source: 'cache' | 'fill',
+  issues: CheckIssues,
+): void {
+  if (hasListeners()) emit({ type: 'check-value', cache: state.name, key, source, issues });
+}
+
+/** A failed check's issues ready to be a fill error's `cause` (see {@link asCause}). */
+export function fillCheckFailure(issues: CheckIssues): CheckIssues {
+  return asCause(issues);
+}
+
+/**
+ * Checks a value read from the cache: `{ value }` (a schema's output) when it passes, `undefined`
+ * (counted as `checkValueFailures`, with a `check-value` event) when it fails and must be a miss.
+ */
+export function checkCached(
+  state: CacheState,
+  key: string,
+  value: unknown,
+  check: ValueCheck,
+): { readonly value: unknown } | undefined | Promise<{ readonly value: unknown } | undefined> {
+  const settle = (result: CheckResult): { readonly value: unknown } | undefined => {
+    if (result.ok) return result;
+    state.counters.checkValueFailures++;
+    checkEvent(state, key, 'cache', result.issues);
+    return undefined;
+  };
+  const result = check(value);
+  return isThenable(result) ? result.then(settle) : settle(result);
+}

@@ -1,0 +1,100 @@
+import type { Cache } from './cache.js';
+import { emit, hasListeners } from './events.js';
+import { type CacheState, stateOf } from './registry.js';
+import { reportBackendError } from './stats.js';
+
+/**
+ * `option` as a list of distinct tags, or `undefined` for none (also for an empty list).
+ *
+ * @throws TypeError naming `name` when `option` is not an array of non-empty strings
+ */
+export function toTags(option: unknown, name: string): readonly string[] | undefined {
+  if (option === undefined) return undefined;
+  if (!Array.isArray(option)) {
+    throw new TypeError(
+      `${name} must be an array of non-empty strings; got ${option === null ? 'null' : typeof option}`,
+    );
+  }
+  for (const tag of option) {
+    if (typeof tag !== 'string' || tag.length === 0) {
+      throw new TypeError(
+        `${name} must be an array of non-empty strings; it holds ${tag === '' ? 'an empty string' : typeof tag}`,
+      );
+    }
+  }
+  if (option.length === 0) return undefined;
+  const distinct = [...new Set(option as string[])];
+  return Object.freeze(distinct);
+}
+
+/** True when the two lists share a tag. */
+function overlaps(a: readonly string[], b: ReadonlySet<string>): boolean {
+  for (const tag of a) if (b.has(tag)) return true;
+  return false;
+}
+
+/**
+ * Stops every fill of this process in flight for a value carrying one of `tags` from being written
+ * or joined (its callers still get its result), and makes later callers read afresh.
+ */
+function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): void {
+  for (const flight of [...state.flights.values()]) {
+    if (flight.tags !== undefined && overlaps(flight.tags, tags)) {
+      flight.invalidated = true;
+      flight.detach();
+    }
+  }
+  // A read in flight may predate the invalidation, and which tags its entry carries is unknown yet.
+  state.reads.clear();
+}
+
+/**
+ * Invalidates every value that carried `tag` when it was written, on every replica, without
+ * knowing their keys. See {@link invalidateTags}.
+ *
+ * @example
+ * await getOrComputeWith(cache, 'product:7:page:1', { ttl: '5m', tags: ['product:7'] }, loadPage);
+ * await invalidateTag(cache, 'product:7'); // every page of product 7 is a miss from now on
+ */
+export async function invalidateTag(cache: Cache, tag: string): Promise<void> {
+  if (typeof tag !== 'string' || tag.length === 0) {
+    throw new TypeError(`tag must be a non-empty string; got ${tag === '' ? 'an empty string' : typeof tag}`);
+  }
+  await invalidateTags(cache, [tag]);
+}
+
+/**
+ * Invalidates every value that carried any of `tags` when it was written. Once the promise
+ * resolves, no caller on any replica gets such a value created before the call: it reads as a miss
+ * (and is filled again), stale-while-revalidate does not serve it, and a fill of this process in
+ * flight at that moment still answers its callers but is not written (as with `invalidate`).
+ *
+ * The cost does not depend on how many values carry a tag: the cache records when each tag was
+ * invalidated (for Redis, on Redis's own clock) and compares a value's creation time with its tags'
+ * on read. An empty list does nothing.
+ *
+ * @throws TypeError naming `tags` for anything but an array of non-empty strings, and naming the
+ * cache when it cannot invalidate tags (it has no `invalidateTags`), before any I/O
+ * @throws the backend's error when the invalidation fails (also counted as a backend error)
+ */
+export async function invalidateTags(cache: Cache, tags: readonly string[]): Promise<void> {
+  const list = toTags(tags, 'tags');
+  const state = stateOf(cache);
+  if (typeof cache.invalidateTags !== 'function') {
+    throw new TypeError(
+      `cache '${state.name}' cannot invalidate tags: it has no invalidateTags method (the memory, Redis, node-redis and Upstash caches have one)`,
+    );
+  }
+  if (list === undefined) return;
+  const set = new Set(list);
+  supersedeTagged(state, set);
+  try {
+    await cache.invalidateTags(list);
+  } catch (error) {
+    reportBackendError(state.name, 'tags', undefined, error);
+    throw error;
+  }
+  state.reads.clear();
+  state.counters.tagInvalidations += list.length;
+  if (hasListeners()) emit({ type: 'tag-invalidation', cache: state.name, tags: list });
+}

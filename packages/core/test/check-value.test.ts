@@ -1,0 +1,249 @@
+import * as v from 'valibot';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import {
+  type CacheEntry,
+  CacheFillError,
+  type CheckValueEvent,
+  getOrComputeWith,
+  getValue,
+  onStampedeEvent,
+  resetStats,
+  type StampedeEvent,
+  type StandardSchemaV1,
+  setValue,
+  stats,
+} from '../src/index.js';
+import { deferred, settle, testCache } from './helpers.js';
+
+const User = z.object({ id: z.string(), name: z.string() });
+const UserV = v.object({ id: v.string(), name: v.string() });
+
+let events: StampedeEvent[] = [];
+let off: () => void = () => {};
+
+beforeEach(() => {
+  resetStats();
+  vi.useFakeTimers({ now: 1_000_000 });
+  events = [];
+  off = onStampedeEvent((event) => events.push(event));
+});
+afterEach(() => {
+  off();
+  vi.useRealTimers();
+});
+
+function checkEvents(): CheckValueEvent[] {
+  return events.filter((event): event is CheckValueEvent => event.type === 'check-value');
+}
+
+describe('checkValue on a cached value', () => {
+  it.each([
+    ['zod', User],
+    ['valibot', UserV],
+  ] as const)(
+    'an old-shape entry written by other code is a miss, refilled and counted (%s)',
+    async (_name, schema) => {
+      const cache = testCache({ async: true });
+      // What the previous deploy wrote: no `name`, a numeric id.
+      await setValue(cache, 'user:1', { id: 1, fullName: 'Ada' }, { ttl: '1h' });
+      const fill = vi.fn(() => ({ id: '1', name: 'Ada' }));
+      const user = await getOrComputeWith(cache, 'user:1', { ttl: '1h', checkValue: schema }, fill);
+      expect(user).toEqual({ id: '1', name: 'Ada' });
+      expect(fill).toHaveBeenCalledTimes(1);
+      expect(stats().checkValueFailures).toBe(1);
+      expect(stats().misses).toBe(1);
+      expect(checkEvents()).toHaveLength(1);
+      expect(checkEvents()[0]).toMatchObject({ cache: 'test', key: 'user:1', source: 'cache' });
+      expect(checkEvents()[0]?.issues.length).toBeGreaterThan(0);
+      // The refilled value replaced the old one: the next call is a plain hit.
+      await vi.advanceTimersByTimeAsync(0);
+      const again = await getOrComputeWith(cache, 'user:1', { ttl: '1h', checkValue: schema }, fill);
+      expect(again).toEqual({ id: '1', name: 'Ada' });
+      expect(fill).toHaveBeenCalledTimes(1);
+      expect(stats().hits).toBe(1);
+      expect(stats().checkValueFailures).toBe(1);
+    },
+  );
+
+  it('a value that passes is a hit and the fill does not run', async () => {
+    const cache = testCache();
+    await setValue(cache, 'k', { id: 'a', name: 'b' });
+    const fill = vi.fn(() => ({ id: 'x', name: 'y' }));
+    expect(await getOrComputeWith(cache, 'k', { checkValue: User }, fill)).toEqual({ id: 'a', name: 'b' });
+    expect(fill).not.toHaveBeenCalled();
+    expect(stats().checkValueFailures).toBe(0);
+  });
+
+  it("hands out the schema's output (a transform) while the cache keeps the fill's value", async () => {
+    const cache = testCache();
+    const Upper = z.string().transform((text) => text.toUpperCase());
+    const first = await getOrComputeWith(cache, 'k', { checkValue: Upper }, () => 'abc');
+    expect(first).toBe('ABC');
+    expect(cache.backend.read('k')?.value).toBe('abc');
+    expect(await getOrComputeWith(cache, 'k', { checkValue: Upper }, () => 'zzz')).toBe('ABC');
+  });
+
+  it('the function form: true passes, false and a message fail', async () => {
+    const cache = testCache();
+    await setValue(cache, 'a', 1);
+    await setValue(cache, 'b', 2);
+    const even = (value: unknown) => (typeof value === 'number' && value % 2 === 0) || 'not even';
+    expect(await getOrComputeWith(cache, 'b', { checkValue: even }, () => 4)).toBe(2);
+    expect(await getOrComputeWith(cache, 'a', { checkValue: even }, () => 4)).toBe(4);
+    expect(checkEvents()[0]?.issues).toEqual([{ message: 'not even' }]);
+    await setValue(cache, 'c', 'x');
+    expect(await getOrComputeWith(cache, 'c', { checkValue: (value) => value === 'y' }, () => 'y')).toBe('y');
+    expect(checkEvents()[1]?.issues).toEqual([{ message: 'checkValue returned false' }]);
+    expect(stats().checkValueFailures).toBe(2);
+  });
+
+  it('an asynchronous Standard Schema works on hits and on fills', async () => {
+    const cache = testCache({ async: true });
+    const AsyncUser = User.refine(async (user) => user.name !== 'banned');
+    await setValue(cache, 'k', { id: '1', name: 'banned' });
+    const value = await getOrComputeWith(cache, 'k', { checkValue: AsyncUser }, () => ({
+      id: '1',
+      name: 'ok',
+    }));
+    expect(value).toEqual({ id: '1', name: 'ok' });
+    expect(stats().checkValueFailures).toBe(1);
+    const failed = await settle(
+      getOrComputeWith(cache, 'j', { checkValue: AsyncUser }, () => ({ id: '2', name: 'banned' })),
+    );
+    expect(failed.ok).toBe(false);
+    expect((failed as { error: CacheFillError }).error.kind).toBe('fill');
+  });
+
+  it('a stale value that fails is not served within the grace: a cold miss instead', async () => {
+    const cache = testCache();
+    await setValue(cache, 'k', 'old-shape', { ttl: '1s', staleWhileRevalidate: '1h' });
+    vi.advanceTimersByTime(2_000);
+    const fill = vi.fn(() => 42);
+    const value = await getOrComputeWith(
+      cache,
+      'k',
+      { ttl: '1s', staleWhileRevalidate: '1h', checkValue: z.number() },
+      fill,
+    );
+    expect(value).toBe(42);
+    expect(stats().staleHits).toBe(0);
+    expect(stats().misses).toBe(1);
+  });
+
+  it('getValue: a failing value reads as undefined, a passing one as the output', async () => {
+    const cache = testCache();
+    await setValue(cache, 'good', { id: '1', name: 'n' });
+    await setValue(cache, 'bad', { id: 1 });
+    expect(await getValue(cache, 'good', { checkValue: UserV })).toEqual({ id: '1', name: 'n' });
+    expect(await getValue(cache, 'bad', { checkValue: UserV })).toBeUndefined();
+    expect(await getValue(cache, 'bad')).toEqual({ id: 1 });
+    expect(stats().checkValueFailures).toBe(1);
+  });
+
+  it('a value found through the lock (another replica wrote it) that fails is filled here', async () => {
+    const cache = testCache({ lock: true, async: true });
+    const original = cache.tryAcquireFillLock;
+    cache.tryAcquireFillLock = (key, ttl) => {
+      // Old code on another replica fills between our miss and our lock.
+      const entry: CacheEntry = {
+        value: { id: 9 },
+        createdAt: Date.now(),
+        freshUntil: Infinity,
+        staleUntil: Infinity,
+      };
+      cache.backend.write(key, entry, undefined);
+      // biome-ignore lint/style/noNonNullAssertion: the test cache has the lock
+      return original!(key, ttl);
+    };
+    const fill = vi.fn(() => ({ id: '1', name: 'fresh' }));
+    const value = await getOrComputeWith(cache, 'k', { distributedFillLock: true, checkValue: User }, fill);
+    expect(value).toEqual({ id: '1', name: 'fresh' });
+    expect(fill).toHaveBeenCalledTimes(1);
+    expect(stats().lockWaitHits).toBe(0);
+    expect(stats().checkValueFailures).toBe(1);
+  });
+});
+
+describe('checkValue on a fill result', () => {
+  it("is a CacheFillError of kind 'fill' with the issues as cause, and nothing is cached", async () => {
+    const cache = testCache();
+    const result = await settle(getOrComputeWith(cache, 'k', { checkValue: User }, () => ({ id: 1 })));
+    expect(result.ok).toBe(false);
+    const error = (result as { error: CacheFillError }).error;
+    expect(error).toBeInstanceOf(CacheFillError);
+    expect(error.kind).toBe('fill');
+    const issues = error.cause as StandardSchemaV1.Issue[];
+    expect(Array.isArray(issues)).toBe(true);
+    expect(issues.map((issue) => issue.path?.[0])).toEqual(['id', 'name']);
+    expect(error.intoFill()).toBe(issues);
+    expect(error.message).toMatch(/^checkValue rejected the value: id: /);
+    expect(cache.calls.set).toBe(0);
+    expect(cache.backend.read('k')).toBeUndefined();
+    expect(stats()).toMatchObject({ fills: 1, fillFailures: 1, checkValueFailures: 1 });
+    expect(checkEvents()).toMatchObject([{ key: 'k', source: 'fill' }]);
+  });
+
+  it("coalesced callers get kind 'fill_failed' with the same issues as cause", async () => {
+    const cache = testCache();
+    const gate = deferred<unknown>();
+    const options = { checkValue: UserV };
+    const leader = settle(getOrComputeWith(cache, 'k', options, () => gate.promise));
+    const joiner = settle(getOrComputeWith(cache, 'k', options, () => ({ id: 'never', name: 'run' })));
+    gate.resolve({ id: 'x' });
+    const [a, b] = await Promise.all([leader, joiner]);
+    const leaderError = (a as { error: CacheFillError }).error;
+    const joinerError = (b as { error: CacheFillError }).error;
+    expect(leaderError.kind).toBe('fill');
+    expect(joinerError.kind).toBe('fill_failed');
+    expect(joinerError.cause).toBe(leaderError.cause);
+    expect(joinerError.intoFill()).toBeUndefined();
+    expect(stats().checkValueFailures).toBe(1);
+    // The key is not poisoned: the next call fills again.
+    expect(await getOrComputeWith(cache, 'k', options, () => ({ id: '1', name: 'n' }))).toEqual({
+      id: '1',
+      name: 'n',
+    });
+  });
+
+  it('checks what a hit would return: the value as the cache gives it back', async () => {
+    const cache = testCache();
+    cache.roundTrip = (value) => JSON.parse(JSON.stringify(value));
+    const result = await settle(getOrComputeWith(cache, 'k', { checkValue: z.date() }, () => new Date(0)));
+    expect(result.ok).toBe(false);
+    const asText = await getOrComputeWith(cache, 'j', { checkValue: z.string() }, () => new Date(0));
+    expect(asText).toBe('1970-01-01T00:00:00.000Z');
+  });
+
+  it('a failing background refresh keeps the stale value and counts', async () => {
+    const cache = testCache();
+    const options = { ttl: '1s', staleWhileRevalidate: '1h', checkValue: z.number() } as const;
+    await getOrComputeWith(cache, 'k', options, () => 1);
+    vi.advanceTimersByTime(2_000);
+    const stale = await getOrComputeWith(cache, 'k', options, () => 'not a number' as unknown as number);
+    expect(stale).toBe(1);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(stats()).toMatchObject({
+      backgroundRefreshes: 1,
+      backgroundRefreshFailures: 1,
+      checkValueFailures: 1,
+    });
+    expect(cache.backend.read('k')?.value).toBe(1);
+  });
+});
+
+describe('checkValue: bad input', () => {
+  it.each([[42], ['string'], [{}], [null], [{ '~standard': {} }]])(
+    'rejects %j with a TypeError naming options.checkValue, before any read',
+    async (checkValue) => {
+      const cache = testCache();
+      await expect(
+        getOrComputeWith(cache, 'k', { checkValue: checkValue as never }, () => 1),
+      ).rejects.toThrow(/options\.checkValue/);
+      await expect(getValue(cache, 'k', { checkValue: checkValue as never })).rejects.toThrow(
+        /options\.checkValue/,
+      );
+      expect(cache.calls.get).toBe(0);
+    },
+  );
+});

@@ -1,0 +1,77 @@
+import { getOrComputeWith, invalidateTag } from '@stampede/core';
+import { LRUCache } from 'lru-cache';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createMemoryCache } from '../src/index.js';
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: 1_700_000_000_000 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const entry = (value: unknown, createdAt: number, tags?: readonly string[]) => ({
+  value,
+  createdAt,
+  freshUntil: Number.POSITIVE_INFINITY,
+  staleUntil: Number.POSITIVE_INFINITY,
+  ...(tags === undefined ? {} : { tags }),
+});
+
+describe('memory tags', () => {
+  it('an invalidated tag makes older tagged entries misses, and drops them from the LRU', () => {
+    const cache = createMemoryCache();
+    cache.set('a', entry('a', Date.now(), ['t']), { ttl: undefined });
+    cache.set('b', entry('b', Date.now()), { ttl: undefined });
+    vi.advanceTimersByTime(1);
+    cache.invalidateTags(['t']);
+    expect(cache.get('a')).toBeUndefined();
+    expect(cache.lru.has('a')).toBe(false);
+    expect(cache.get('b')?.value).toBe('b');
+  });
+
+  it('a write of an entry a tag already invalidated leaves the key a miss (it removes an older value)', () => {
+    const cache = createMemoryCache();
+    const started = Date.now();
+    cache.set('k', entry('older', started - 10), { ttl: undefined });
+    vi.advanceTimersByTime(5);
+    cache.invalidateTags(['t']);
+    cache.set('k', entry('fill that read old data', started, ['t']), { ttl: undefined });
+    expect(cache.get('k')).toBeUndefined();
+  });
+
+  it('`at` applies an invalidation made elsewhere at its own time, and never moves a tag back', () => {
+    const cache = createMemoryCache();
+    const now = Date.now();
+    cache.set('early', entry('e', now - 100, ['t']), { ttl: undefined });
+    cache.set('late', entry('l', now, ['t']), { ttl: undefined });
+    cache.invalidateTags(['t'], now - 50);
+    expect(cache.get('early')).toBeUndefined();
+    expect(cache.get('late')?.value).toBe('l');
+    cache.invalidateTags(['t'], now - 500);
+    expect(cache.get('late')?.value).toBe('l');
+  });
+
+  it('a tag record pushed out of its bounded map still invalidates (every older tagged entry goes)', () => {
+    const cache = createMemoryCache({ lru: new LRUCache({ max: 2 }) });
+    cache.set('k', entry('v', Date.now(), ['keep-me']), { ttl: undefined });
+    vi.advanceTimersByTime(1);
+    cache.invalidateTags(['x1']);
+    cache.invalidateTags(['x2']);
+    cache.invalidateTags(['x3']); // pushes x1's record out
+    // 'keep-me' was never invalidated, but with x1's record gone the cache can no longer tell which
+    // entries carried x1: it drops every tagged entry created before that record, never serves one.
+    expect(cache.get('k')).toBeUndefined();
+  });
+
+  it('works end to end through the core', async () => {
+    const cache = createMemoryCache();
+    let n = 0;
+    const fill = () => ++n;
+    expect(await getOrComputeWith(cache, 'k', { tags: ['t'] }, fill)).toBe(1);
+    expect(await getOrComputeWith(cache, 'k', { tags: ['t'] }, fill)).toBe(1);
+    await invalidateTag(cache, 't');
+    vi.advanceTimersByTime(1);
+    expect(await getOrComputeWith(cache, 'k', { tags: ['t'] }, fill)).toBe(2);
+  });
+});

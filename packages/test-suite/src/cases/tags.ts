@@ -1,0 +1,119 @@
+import { getOrComputeWith, getValue, invalidateTag, invalidateTags, setValue } from '@stampede/core';
+import { expect, it } from 'vitest';
+import type { SuiteContext } from '../context.js';
+import { entry } from '../entries.js';
+
+// Far more than any adapter's clock tie-break or server-clock estimate can blur.
+const GAP = 50;
+
+function tagged(value: unknown, createdAt: number, tags: readonly string[]) {
+  return { ...entry(value, createdAt, 60_000), tags };
+}
+
+/** Tag invalidation: O(1) in the number of tagged entries, checked on read, on every instance. */
+export function tagCases(ctx: SuiteContext): void {
+  const tags = ctx.options.capabilities.tags === true;
+
+  it.skipIf(!tags)('hands back the tags an entry was written with', async () => {
+    const cache = ctx.cache();
+    const written = tagged({ n: 1 }, Date.now(), ['user:42', 'odd|tag,{x}%']);
+    await cache.set('tagged', written, { ttl: 60_000 });
+    expect((await cache.get('tagged'))?.tags).toEqual(['user:42', 'odd|tag,{x}%']);
+    // An untagged entry has none.
+    await cache.set('untagged', entry('u', Date.now(), 60_000), { ttl: 60_000 });
+    expect((await cache.get('untagged'))?.tags ?? []).toEqual([]);
+  });
+
+  it.skipIf(!tags)(
+    'an invalidated tag turns older entries carrying it into misses, on every instance',
+    async () => {
+      const cache = ctx.cache();
+      const peer = await ctx.peer();
+      const now = Date.now();
+      await cache.set('a', tagged('a', now, ['t1']), { ttl: 60_000 });
+      await cache.set('b', tagged('b', now, ['t1', 't2']), { ttl: 60_000 });
+      await cache.set('c', tagged('c', now, ['t2']), { ttl: 60_000 });
+      await cache.set('d', entry('d', now, 60_000), { ttl: 60_000 });
+      await ctx.wait(GAP);
+      // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+      await peer.invalidateTags!(['t1']);
+      for (const instance of [cache, peer]) {
+        // With `replicaLag`, the other instance learns of the invalidation a moment later.
+        expect(
+          await ctx.acrossReplicas(
+            () => instance.get('a'),
+            (found) => found === undefined,
+          ),
+        ).toBeUndefined();
+        expect(await instance.get('b')).toBeUndefined();
+        expect((await instance.get('c'))?.value).toBe('c');
+        expect((await instance.get('d'))?.value).toBe('d');
+      }
+    },
+  );
+
+  it.skipIf(!tags)('keeps entries created after the invalidation', async () => {
+    const cache = ctx.cache();
+    await cache.set('k', tagged('old', Date.now(), ['t']), { ttl: 60_000 });
+    await ctx.wait(GAP);
+    // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+    await cache.invalidateTags!(['t']);
+    await ctx.wait(GAP);
+    await cache.set('k', tagged('new', Date.now(), ['t']), { ttl: 60_000 });
+    expect((await cache.get('k'))?.value).toBe('new');
+  });
+
+  it.skipIf(!tags)(
+    'a fill that started before the invalidation and writes after it is never read',
+    async () => {
+      const cache = ctx.cache();
+      const peer = await ctx.peer();
+      const fillStarted = Date.now();
+      await ctx.wait(GAP);
+      // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+      await peer.invalidateTags!(['late']);
+      await ctx.wait(GAP);
+      await cache.set('late-fill', tagged('stale data', fillStarted, ['late']), { ttl: 60_000 });
+      expect(await cache.get('late-fill')).toBeUndefined();
+      expect(await peer.get('late-fill')).toBeUndefined();
+    },
+  );
+
+  it.skipIf(!tags)(
+    'invalidateTag through the core: getOrComputeWith fills again, setValue tags are honoured',
+    async () => {
+      const cache = ctx.cache();
+      const peer = await ctx.peer();
+      let fills = 0;
+      const fill = () => `v${++fills}`;
+      expect(await getOrComputeWith(cache, 'page', { ttl: '1m', tags: ['product:7'] }, fill)).toBe('v1');
+      await setValue(cache, 'other', 'o', { ttl: '1m', tags: ['product:7'] });
+      await ctx.wait(GAP);
+      await invalidateTag(peer, 'product:7');
+      await ctx.wait(GAP);
+      expect(
+        await ctx.acrossReplicas(
+          () => getValue(cache, 'other'),
+          (found) => found === undefined,
+        ),
+      ).toBeUndefined();
+      expect(await getOrComputeWith(peer, 'page', { ttl: '1m', tags: ['product:7'] }, fill)).toBe('v2');
+      await invalidateTags(cache, []);
+    },
+  );
+
+  it.skipIf(!tags)('one call invalidates every entry carrying the tag', async () => {
+    const cache = ctx.cache();
+    let misses = 0;
+    const now = Date.now();
+    const keys = Array.from({ length: 50 }, (_, i) => `many-${i}`);
+    await Promise.all(keys.map((key) => cache.set(key, tagged(key, now, ['bulk']), { ttl: 60_000 })));
+    await ctx.wait(GAP);
+    // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+    await cache.invalidateTags!(['bulk']);
+    for (const key of keys) {
+      if ((await cache.get(key)) === undefined) misses++;
+    }
+    expect(misses).toBe(keys.length);
+  });
+}
