@@ -128,9 +128,11 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     }
     /** @type {() => Promise<void>} */
     let action;
-    if (steady === undefined) action = expire ? () => counter.expireAll() : () => counter.invalidateAll();
+    if (c.req.query('tag') === '1') action = () => counter.invalidateTagged();
+    else if (steady === undefined)
+      action = expire ? () => counter.expireAll() : () => counter.invalidateAll();
     else action = expire ? () => counter.expireSteady(steady) : () => counter.invalidateSteady(steady);
-    const which = steady === undefined ? '' : `&steady=${steady}`;
+    const which = c.req.query('tag') === '1' ? '&tag=1' : steady === undefined ? '' : `&steady=${steady}`;
     if (c.req.query('scope') === 'local') await action();
     else if (expire) await expireEverywhere(which, action);
     else await fleet.everywhere(`/api/invalidate?scope=local${which}`, action);
@@ -206,14 +208,14 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     return c.json({ outage, replicas: fleet.urls().length });
   });
 
-  // A write, then an invalidation on this replica only: with Redis (and the tiered cache's bus) that
-  // reaches the whole fleet; replicas with their own memory caches are told one by one. Then every
+  // A write, then a tag invalidation on this replica only: with Redis (and the tiered cache's bus)
+  // that reaches the whole fleet; replicas with their own memory caches are told one by one. Then every
   // replica is asked for the count until it serves the new one.
   app.post('/api/update', async (c) => {
     const started = performance.now();
     const count = await counter.update();
     if (config.cache === 'memory') {
-      await fleet.everywhere('/api/invalidate?scope=local', () => undefined);
+      await fleet.everywhere('/api/invalidate?scope=local&tag=1', () => undefined);
     }
     const invalidatedMs = round(performance.now() - started);
     const replicas = await fleet.untilServed(count, PROPAGATION_LIMIT_MS);

@@ -1,7 +1,7 @@
 // The seed's `bookmark_count` example, twice: through stampede, and as plain cache-aside for contrast.
 // Plus what the page's other panels need: an update (a write, then an invalidation), fail-safe for
 // the database outage, and the short-TTL keys the steady load reads.
-import { getOrComputeWith, getValue, invalidate, setValue } from '@stampede/core';
+import { getOrComputeWith, getValue, invalidate, invalidateTag, setValue } from '@stampede/core';
 
 export const KEY = 'bookmark_count';
 /** The unprotected path caches under its own key so the two never serve each other's values. */
@@ -16,8 +16,15 @@ export const UNPROTECTED_KEY = 'bookmark_count:unprotected';
 export const FAIL_SAFE = /** @type {const} */ ({ maxStale: '10m', throttle: '5s' });
 export const SOFT_TIMEOUT = /** @type {const} */ ('250ms');
 
+/**
+ * The tag every cached value derived from the bookmarks table carries (the count, its unprotected
+ * copy, the steady load's keys): an update drops them all with one `invalidateTag`.
+ */
+export const TAG = 'bookmarks';
+const TAGS = [TAG];
+
 /** What the update runs after its write (shown on the page). */
-export const UPDATE_INVALIDATION = `invalidate(cache, '${KEY}')`;
+export const UPDATE_INVALIDATION = `invalidateTag(cache, '${TAG}')`;
 
 /** The steady load's TTL: short, so a 10 s run crosses several expiries. */
 export const STEADY_TTL = /** @type {const} */ ('2s');
@@ -43,7 +50,8 @@ export const steadyKey = (variant) => `bookmark_count:steady:${variant}`;
  * @property {() => Promise<void>} expireAll - the count's TTL lapses now; the entry stays as the last good value
  * @property {(variant: SteadyVariant) => Promise<void>} invalidateSteady
  * @property {(variant: SteadyVariant) => Promise<void>} expireSteady - as `expireAll`, for a steady load's key
- * @property {() => Promise<number>} update - adds a bookmark, invalidates the count; returns the new total
+ * @property {() => Promise<void>} invalidateTagged - `invalidateTag(cache, 'bookmarks')` alone (the update's second half)
+ * @property {() => Promise<number>} update - adds a bookmark, invalidates every value tagged `bookmarks`; returns the new total
  * @property {() => { protected: number, unprotected: number, steady: number, lastServed: number | undefined }} requests
  */
 
@@ -66,7 +74,13 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
   const optionsFor = ({ lock, failSafe, steady }) => {
     const safety = failSafe ? { failSafe: FAIL_SAFE, softTimeout: SOFT_TIMEOUT } : {};
     if (steady === undefined) {
-      return { ttl: ttlValue, staleWhileRevalidate: swrValue, distributedFillLock: lock, ...safety };
+      return {
+        ttl: ttlValue,
+        staleWhileRevalidate: swrValue,
+        distributedFillLock: lock,
+        tags: TAGS,
+        ...safety,
+      };
     }
     return {
       ttl: STEADY_TTL,
@@ -76,6 +90,7 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
       // it expires and no reader waits.
       earlyRefresh: steady === 'early' ? true : undefined,
       distributedFillLock: lock,
+      tags: TAGS,
       ...safety,
     };
   };
@@ -98,7 +113,7 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
       value = lastByKey.get(key);
       if (value === undefined) return;
     }
-    await setValue(cache, key, value, { ttl: 1, staleWhileRevalidate: FAIL_SAFE.maxStale });
+    await setValue(cache, key, value, { ttl: 1, staleWhileRevalidate: FAIL_SAFE.maxStale, tags: TAGS });
   };
 
   return {
@@ -118,7 +133,7 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
       const cached = await getValue(cache, UNPROTECTED_KEY);
       if (typeof cached === 'number') return cached;
       const count = await db.countBookmarks();
-      await setValue(cache, UNPROTECTED_KEY, count, { ttl: ttlValue });
+      await setValue(cache, UNPROTECTED_KEY, count, { ttl: ttlValue, tags: TAGS });
       return count;
     },
     async invalidateAll() {
@@ -136,9 +151,10 @@ export function createBookmarkCounter(cache, db, { ttl, swr }) {
     expireSteady: (variant) => expire(steadyKey(variant)),
     async update() {
       const total = db.addBookmark();
-      await Promise.all([invalidate(cache, KEY), invalidate(cache, UNPROTECTED_KEY)]);
+      await invalidateTag(cache, TAG);
       return total;
     },
+    invalidateTagged: () => invalidateTag(cache, TAG),
     requests: () => ({ ...requests, lastServed }),
   };
 }

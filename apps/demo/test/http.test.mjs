@@ -111,16 +111,24 @@ describe('the demo over HTTP', () => {
       expect(html).toContain(`data-testid="${id}"`);
     }
     expect(html).not.toMatch(/(src|href)="https?:/);
+    expect(html).toContain('invalidateTag(cache, &#39;bookmarks&#39;)');
   });
 
-  it('POST /api/update adds a bookmark and the next reads serve the new count', async () => {
+  it('POST /api/update adds a bookmark, invalidates the tag, and the next reads serve the new count', async () => {
     expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS });
+    // Another key carrying the tag, cached for 2 s (the update takes well under that).
+    expect(await json(`${demo.url}/api/bookmarks/count?steady=plain`)).toMatchObject({ count: SEED_ROWS });
+    const tagInvalidations = (await json(`${demo.url}/actuator/metrics`)).cache.tagInvalidations;
     const result = await json(`${demo.url}/api/update`, { method: 'POST' });
     expect(result).toMatchObject({ count: SEED_ROWS + 1, allServeNewCount: true });
     expect(result.replicas).toEqual([expect.objectContaining({ replica: 0, count: SEED_ROWS + 1 })]);
     expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS + 1 });
     expect(await json(`${demo.url}/api/bookmarks/count?protect=0`)).toMatchObject({ count: SEED_ROWS + 1 });
+    expect(await json(`${demo.url}/api/bookmarks/count?steady=plain`)).toMatchObject({
+      count: SEED_ROWS + 1,
+    });
     const metrics = await json(`${demo.url}/actuator/metrics`);
+    expect(metrics.cache.tagInvalidations - tagInvalidations).toBe(1);
     expect(metrics.db).toMatchObject({ writes: 1, rows: SEED_ROWS + 1 });
     expect(metrics.requests.lastServed).toBe(SEED_ROWS + 1);
   });
