@@ -1,5 +1,7 @@
-// The cache behind the demo: in-process memory by default, Redis with CACHE=redis.
+// The cache behind the demo: in-process memory by default; with CACHE=redis, a tiered cache (an
+// in-process memory L1 in front of Redis, kept coherent across replicas by Redis's invalidation bus).
 // Redis code is imported only when CACHE=redis, so the default mode needs nothing of it.
+import { createTieredCache } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { redactUrl } from './config.mjs';
 
@@ -9,6 +11,7 @@ const CONNECT_TIMEOUT_MS = 2_000;
  * @typedef {object} DemoCache
  * @property {import('@stampede/core').Cache} cache
  * @property {string} description - printable (no password)
+ * @property {boolean} tiered - an L1 in front of Redis (its L1/L2/bus counters mean something)
  * @property {() => Promise<void>} close
  */
 
@@ -62,17 +65,26 @@ export async function openCache(config) {
     return {
       cache: createMemoryCache({ name: 'memory' }),
       description: 'in-process memory cache',
+      tiered: false,
       close: async () => {},
     };
   }
   const { createRedisCache } = await import('@stampede/redis');
   const client = await connectRedis(config.redisUrl);
-  const cache = createRedisCache({ client, prefix: config.redisPrefix, name: 'redis' });
+  const remote = createRedisCache({ client, prefix: config.redisPrefix, name: 'redis' });
+  const cache = createTieredCache({
+    local: createMemoryCache({ name: 'l1' }),
+    remote,
+    name: 'tiered',
+    localTtl: /** @type {import('@stampede/core').Duration} */ (config.localTtl),
+  });
   return {
     cache,
-    description: `Redis at ${redactUrl(config.redisUrl)} (prefix '${config.redisPrefix}', fill lock ${config.lock ? 'on' : 'off'})`,
+    description: `memory L1 (localTtl ${config.localTtl}) in front of Redis at ${redactUrl(config.redisUrl)} (prefix '${config.redisPrefix}', fill lock ${config.lock ? 'on' : 'off'})`,
+    tiered: true,
     close: async () => {
-      await cache.close();
+      cache.close();
+      await remote.close();
       await client.quit().catch(() => client.disconnect());
     },
   };

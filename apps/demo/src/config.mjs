@@ -14,6 +14,7 @@ export const HERD_MAX = 2000;
  * @property {number} replicas
  * @property {string} cacheTtl - a Duration string ('30s') or milliseconds as a string
  * @property {string | undefined} cacheSwr - undefined when stale-while-revalidate is off
+ * @property {string} localTtl - CACHE=redis: how long an L1 copy lives at most after it came from Redis
  * @property {boolean} lock - use the distributed fill lock (CACHE=redis only)
  * @property {string} dataDir
  * @property {number} seedRows
@@ -34,6 +35,7 @@ export const ENV_VARS = {
   REPLICAS: { default: '1', about: 'server processes to start (1-16)' },
   CACHE_TTL: { default: '30s', about: 'how long a count is fresh' },
   CACHE_SWR: { default: '0', about: 'stale-while-revalidate grace (`0` = off)' },
+  LOCAL_TTL: { default: '1m', about: 'CACHE=redis: longest life of an L1 copy after it came from Redis' },
   LOCK: { default: '1', about: 'CACHE=redis: fill lock for requests without ?lock= (`0` = off)' },
   DATA_DIR: { default: 'apps/demo/data', about: 'where bookmarks.sqlite lives' },
   SEED_ROWS: { default: '200000', about: 'bookmarks seeded on first start' },
@@ -65,6 +67,12 @@ function duration(env, name) {
   return /\d$/.test(text) ? `${text}ms` : text;
 }
 
+/** @param {string} value @param {string} name */
+function positive(value, name) {
+  if (Number.parseFloat(value) === 0) throw invalid(name, `must be more than 0; got '${value}'`);
+  return value;
+}
+
 /** @param {NodeJS.ProcessEnv} env @param {string} name */
 function flag(env, name) {
   const text = env[name] ?? ENV_VARS[name].default;
@@ -92,6 +100,7 @@ export function loadConfig(env = process.env) {
     replicas: integer(env, 'REPLICAS', 1, 16),
     cacheTtl: duration(env, 'CACHE_TTL'),
     cacheSwr: Number.parseFloat(swr) === 0 ? undefined : swr,
+    localTtl: positive(duration(env, 'LOCAL_TTL'), 'LOCAL_TTL'),
     lock: cache === 'redis' && flag(env, 'LOCK'),
     dataDir: env.DATA_DIR || DEFAULT_DATA_DIR,
     seedRows: integer(env, 'SEED_ROWS', 1, 10_000_000),

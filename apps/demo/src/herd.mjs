@@ -11,7 +11,7 @@ const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY,
  * @param {string} url
  * @returns {Promise<{ status: number, body: string }>}
  */
-function get(url) {
+export function get(url) {
   return new Promise((resolve, reject) => {
     const req = request(url, { agent }, (res) => {
       let body = '';
@@ -35,6 +35,12 @@ function get(url) {
  * @property {number} coalescedWaits
  * @property {number} lockWaitHits - lock losers that got another replica's value
  * @property {number} hits
+ * @property {number} staleHits - answers with an old count (stale-while-revalidate or fail-safe)
+ * @property {number} fillFailures - fills that failed (the database outage)
+ * @property {number} failSafeActivations - failed fills whose callers got the last good count instead
+ * @property {number} softTimeouts - fills that answered with the last good count while still running
+ * @property {boolean} failSafe
+ * @property {'invalidate' | 'expire'} reset - how the key was made to miss before the herd
  * @property {number} errors - requests that did not answer 200 with the count
  * @property {number} ms - wall time of the herd
  * @property {{ replica: number, url: string, requests: number, queries: number, fills: number }[]} replicas
@@ -42,20 +48,20 @@ function get(url) {
 
 /**
  * @param {ReturnType<import('./fleet.mjs').createFleet>} fleet
- * @param {() => Promise<void>} invalidateLocal
- * @param {{ n: number, protect: boolean, lock: boolean }} options
+ * @param {{ how: 'invalidate' | 'expire', run: () => Promise<void> }} reset - makes the key miss on every replica
+ * @param {{ n: number, protect: boolean, lock: boolean, failSafe: boolean }} options
  * @returns {Promise<HerdResult>}
  */
-export async function runHerd(fleet, invalidateLocal, { n, protect, lock }) {
+export async function runHerd(fleet, reset, { n, protect, lock, failSafe }) {
   const targets = fleet.urls();
   // A herd on a hot key comes from clients that are already connected: open the N keep-alive
   // connections first, so the herd itself arrives as one burst.
   await Promise.all(
     Array.from({ length: n }, (_, i) => get(`${targets[i % targets.length]}/healthz`).catch(() => undefined)),
   );
-  await fleet.invalidateEverywhere(invalidateLocal);
+  await reset.run();
   const before = await fleet.replicas();
-  const query = `protect=${protect ? 1 : 0}&lock=${lock ? 1 : 0}`;
+  const query = `protect=${protect ? 1 : 0}&lock=${lock ? 1 : 0}&failsafe=${failSafe ? 1 : 0}`;
   const started = performance.now();
   const answers = await Promise.all(
     Array.from({ length: n }, async (_, i) => {
@@ -75,18 +81,24 @@ export async function runHerd(fleet, invalidateLocal, { n, protect, lock }) {
     n,
     protect,
     lock,
+    failSafe,
+    reset: reset.how,
     queries: is.db.queries - was.db.queries,
     fills: delta('fills'),
     coalescedWaits: delta('coalescedWaits'),
     lockWaitHits: delta('lockWaitHits'),
     hits: delta('hits'),
+    staleHits: delta('staleHits'),
+    fillFailures: delta('fillFailures'),
+    failSafeActivations: delta('failSafeActivations'),
+    softTimeouts: delta('softTimeouts'),
     errors: answers.filter((ok) => !ok).length,
     ms,
     replicas: after.map((view, i) => {
       const old = before[i]?.metrics;
       const now = view.metrics;
       const requests = (/** @type {typeof now} */ m) =>
-        m ? m.requests.protected + m.requests.unprotected : 0;
+        m ? m.requests.protected + m.requests.unprotected + m.requests.steady : 0;
       return {
         replica: view.replica,
         url: view.url,

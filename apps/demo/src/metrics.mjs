@@ -8,18 +8,28 @@ import { Counter, Registry } from 'prom-client';
  * @property {number} replica - 0 for a single process, 1..n in replica mode
  * @property {import('@stampede/core').StampedeStats} cache - summed over every cache
  * @property {Record<string, import('@stampede/core').StampedeStats>} caches - per cache name
- * @property {{ queries: number, inFlight: number, peakInFlight: number, rows: number }} db
- * @property {{ protected: number, unprotected: number }} requests - /api/bookmarks/count calls
+ * @property {boolean} tiered - the cache is an L1 in front of Redis (`cache.l1Hits`, `l2Hits`, `busEvictions` and `busRecoveries` count)
+ * @property {import('./db.mjs').DbStats} db
+ * @property {{ protected: number, unprotected: number, steady: number, lastServed: number | undefined }} requests -
+ *   /api/bookmarks/count calls, and the count the protected path last answered
  */
 
 /**
  * @param {number} replica
  * @param {import('./db.mjs').BookmarkDb} db
  * @param {import('./bookmarks.mjs').BookmarkCounter} counter
+ * @param {boolean} tiered
  * @returns {Snapshot}
  */
-export function snapshot(replica, db, counter) {
-  return { replica, cache: stats(), caches: statsByCache(), db: db.stats(), requests: counter.requests() };
+export function snapshot(replica, db, counter, tiered) {
+  return {
+    replica,
+    cache: stats(),
+    caches: statsByCache(),
+    tiered,
+    db: db.stats(),
+    requests: counter.requests(),
+  };
 }
 
 /**

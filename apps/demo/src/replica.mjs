@@ -52,12 +52,22 @@ export async function runReplica(config) {
     throw error;
   }
   const counter = createBookmarkCounter(cache.cache, db, { ttl: config.cacheTtl, swr: config.cacheSwr });
-  const local = () => snapshot(config.replicaId, db, counter);
+  const tiered = cache.tiered;
+  const local = () => snapshot(config.replicaId, db, counter, tiered);
+
   const prometheus = createPrometheus(config.replicaId, db);
   let selfUrl = '';
   let peers = config.peers;
   const fleet = createFleet({ selfUrl: () => selfUrl, peers: () => peers, local });
-  const app = createApp({ config, counter, fleet, local, prometheus, cacheDescription: cache.description });
+  const app = createApp({
+    config,
+    counter,
+    db,
+    fleet,
+    local,
+    prometheus,
+    cacheDescription: cache.description,
+  });
   const server = /** @type {import('node:http').Server} */ (createAdaptorServer({ fetch: app.fetch }));
 
   let stopping = false;

@@ -15,6 +15,11 @@ const SCREENSHOT =
   process.env.UPDATE_SCREENSHOT === '1'
     ? fileURLToPath(new URL('../docs/screenshot.png', import.meta.url))
     : join(tmpdir(), `stampede-demo-screenshot-${process.pid}.png`);
+/** The whole page after the update, outage and steady-load panels have run. */
+const SCREENSHOT_FULL =
+  process.env.UPDATE_SCREENSHOT === '1'
+    ? fileURLToPath(new URL('../docs/screenshot-panels.png', import.meta.url))
+    : join(tmpdir(), `stampede-demo-screenshot-panels-${process.pid}.png`);
 
 /** @type {import('./app-process.mjs').DemoProcess | undefined} */
 let demo;
@@ -49,7 +54,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  if (process.env.UPDATE_SCREENSHOT !== '1') rmSync(SCREENSHOT, { force: true });
+  if (process.env.UPDATE_SCREENSHOT !== '1') {
+    rmSync(SCREENSHOT, { force: true });
+    rmSync(SCREENSHOT_FULL, { force: true });
+  }
   await demo?.stop();
   rmSync(profile, { recursive: true, force: true });
 });
@@ -98,5 +106,70 @@ it('shows the unprotected herd hitting the database and the protected one making
   await page.waitForTimeout(1_200); // one more refresh, so the chart shows both spikes
   mkdirSync(join(SCREENSHOT, '..'), { recursive: true });
   await page.screenshot({ path: SCREENSHOT });
+  await page.close();
+});
+
+it('updates the data, survives a database outage with fail-safe, and plots a steady load', async () => {
+  if (demo === undefined || browser === undefined) throw new Error('set-up failed');
+  const page = await browser.newPage();
+  await page.goto(`${demo.url}/`);
+  await expect.poll(() => page.getByTestId('counter-fills').textContent()).toMatch(/^\d+$/);
+
+  // Update: a new row, and the page reports every replica (here the one process) serving it.
+  const rows = 200_000;
+  await page.getByTestId('update').click();
+  const update = page.getByTestId('update-status');
+  await page.locator('[data-testid="update-status"][data-state="done"]').waitFor({ timeout: 10_000 });
+  expect(await update.getAttribute('data-count')).toBe(String(rows + 1));
+  expect(await update.textContent()).toMatch(/Count is now 200,001\. Served by every replica/);
+  await expect.poll(() => number(page, 'replica-0-serving'), { timeout: 5_000 }).toBe(rows + 1);
+
+  // A good count in the cache, then the outage.
+  await page.getByTestId('herd-n').fill('200');
+  await page.getByTestId('herd-protected').click();
+  await expect.poll(() => page.getByTestId('herd-status').textContent()).toMatch(/^stampede: 200 requests/);
+  await page.getByTestId('outage-error').click();
+  await expect.poll(() => page.getByTestId('outage-status').getAttribute('data-outage')).toBe('error');
+  expect(await page.getByTestId('outage-error').getAttribute('aria-pressed')).toBe('true');
+
+  // Without fail-safe: every request of the herd gets an error.
+  await page.getByTestId('herd-protected').click();
+  await expect
+    .poll(() => page.getByTestId('herd-status').textContent(), { timeout: 30_000 })
+    .toMatch(/^stampede: 200 requests, 1 database query, 1 fill, [\d,]+ ms, 200 errors\.$/);
+  expect(await page.getByTestId('result-protected').getAttribute('data-errors')).toBe('200');
+
+  // With fail-safe: the last good count for everyone, from one failed attempt.
+  await page.getByTestId('failsafe').check();
+  await page.getByTestId('herd-protected').click();
+  await expect
+    .poll(() => page.getByTestId('herd-status').textContent(), { timeout: 30_000 })
+    .toMatch(/^stampede \+ fail-safe: 200 requests, 1 database query, 1 fill, [\d,]+ ms, 1 fail-safe\.$/);
+  expect(await page.getByTestId('result-protected').getAttribute('data-errors')).toBe('0');
+  expect(await page.getByTestId('result-protected-outcome').textContent()).toContain('1 fail-safe');
+  await expect.poll(() => number(page, 'counter-failsafe'), { timeout: 5_000 }).toBe(1);
+  expect(await number(page, 'counter-dberrors')).toBe(2);
+  await page.getByTestId('outage-off').click();
+  await expect.poll(() => page.getByTestId('outage-status').getAttribute('data-outage')).toBe('off');
+  await page.getByTestId('failsafe').uncheck();
+
+  // Steady load: 3 s at 100 requests/s per variant, every request plotted.
+  await page.getByTestId('steady-rate').fill('100');
+  await page.getByTestId('steady-seconds').fill('3');
+  for (const variant of ['plain', 'swr', 'early']) {
+    await page.getByTestId(`steady-${variant}`).click();
+    await page.getByTestId(`steady-row-${variant}`).waitFor({ timeout: 20_000 });
+    const d = await page.getByTestId(`steady-dots-${variant}`).getAttribute('d');
+    expect(d?.match(/M/g)?.length).toBe(300);
+    expect(await number(page, `steady-${variant}-errors`)).toBe(0);
+  }
+  // With a TTL only, the expiry near 2 s makes readers wait for the 100 ms query; early refresh
+  // refreshed ahead of it.
+  expect(await number(page, 'steady-plain-slow')).toBeGreaterThan(0);
+  expect(await number(page, 'steady-plain-max')).toBeGreaterThanOrEqual(50);
+  expect(await number(page, 'steady-early-refreshes')).toBeGreaterThanOrEqual(1);
+
+  await page.waitForTimeout(1_200);
+  await page.screenshot({ path: SCREENSHOT_FULL, fullPage: true });
   await page.close();
 });

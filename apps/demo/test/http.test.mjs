@@ -61,7 +61,7 @@ describe('the demo over HTTP', () => {
   });
 
   it('refuses a herd that is too large or badly asked', async () => {
-    for (const query of ['n=0', 'n=2001', 'n=abc', 'n=5&protect=2']) {
+    for (const query of ['n=0', 'n=2001', 'n=abc', 'n=5&protect=2', 'n=5&failsafe=yes']) {
       const response = await fetch(`${demo.url}/api/herd?${query}`, { method: 'POST' });
       expect(response.status, query).toBe(400);
       expect((await response.json()).error).toBeTypeOf('string');
@@ -99,10 +99,38 @@ describe('the demo over HTTP', () => {
       'result-protected-queries',
       'counter-fills',
       'chart',
+      'failsafe',
+      'outage-error',
+      'outage-stall',
+      'update',
+      'steady-plain',
+      'steady-swr',
+      'steady-early',
+      'steady-chart',
     ]) {
       expect(html).toContain(`data-testid="${id}"`);
     }
     expect(html).not.toMatch(/(src|href)="https?:/);
+    expect(html).toContain('invalidateTag(cache, &#39;bookmarks&#39;)');
+  });
+
+  it('POST /api/update adds a bookmark, invalidates the tag, and the next reads serve the new count', async () => {
+    expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS });
+    // Another key carrying the tag, cached for 2 s (the update takes well under that).
+    expect(await json(`${demo.url}/api/bookmarks/count?steady=plain`)).toMatchObject({ count: SEED_ROWS });
+    const tagInvalidations = (await json(`${demo.url}/actuator/metrics`)).cache.tagInvalidations;
+    const result = await json(`${demo.url}/api/update`, { method: 'POST' });
+    expect(result).toMatchObject({ count: SEED_ROWS + 1, allServeNewCount: true });
+    expect(result.replicas).toEqual([expect.objectContaining({ replica: 0, count: SEED_ROWS + 1 })]);
+    expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS + 1 });
+    expect(await json(`${demo.url}/api/bookmarks/count?protect=0`)).toMatchObject({ count: SEED_ROWS + 1 });
+    expect(await json(`${demo.url}/api/bookmarks/count?steady=plain`)).toMatchObject({
+      count: SEED_ROWS + 1,
+    });
+    const metrics = await json(`${demo.url}/actuator/metrics`);
+    expect(metrics.cache.tagInvalidations - tagInvalidations).toBe(1);
+    expect(metrics.db).toMatchObject({ writes: 1, rows: SEED_ROWS + 1 });
+    expect(metrics.requests.lastServed).toBe(SEED_ROWS + 1);
   });
 });
 
@@ -130,6 +158,9 @@ describe('start-up failures', () => {
     const { code, output } = await runToExit({ CACHE_TTL: 'soon' });
     expect(code).toBe(1);
     expect(output).toMatch(/CACHE_TTL must look like/);
+    const zero = await runToExit({ LOCAL_TTL: '0' });
+    expect(zero.code).toBe(1);
+    expect(zero.output).toMatch(/LOCAL_TTL must be more than 0; got '0ms'/);
   });
 });
 

@@ -1,5 +1,7 @@
-// Replica mode against the local Redis: three server processes with the distributed fill lock make
-// one fill fleet-wide. Uses a random key prefix and deletes only its own keys.
+// Replica mode against the local Redis: three server processes, each with a memory L1 in front of
+// Redis (a tiered cache), make one fill fleet-wide with the distributed fill lock, and an update on
+// one replica reaches every replica's L1 through the invalidation bus. Uses a random key prefix and
+// deletes only its own keys.
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -77,6 +79,68 @@ it('each replica exports Prometheus metrics labelled with its id', async () => {
   if (fleet === undefined) throw new Error('set-up failed');
   const view = await json(`${fleet.url}/api/fleet`);
   const text = await (await fetch(`${view.replicas[1].url}/actuator/prometheus`)).text();
-  expect(text).toMatch(/^stampede_fills_total\{cache="redis",replica="2"\} \d+$/m);
+  expect(text).toMatch(/^stampede_fills_total\{cache="tiered",replica="2"\} \d+$/m);
+  expect(text).toMatch(/^stampede_l1_hits_total\{cache="tiered",replica="2"\} \d+$/m);
   expect(text).not.toContain('bookmark');
+});
+
+it('"update" on one replica: every replica serves the new count', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const urls = (await json(`${fleet.url}/api/fleet`)).replicas.map(
+    (/** @type {{ url: string }} */ r) => r.url,
+  );
+  // Every replica holds the current count first (so a stale copy could be served).
+  const before = await Promise.all(
+    urls.map(async (/** @type {string} */ url) => (await json(`${url}/api/bookmarks/count`)).count),
+  );
+  expect(new Set(before).size).toBe(1);
+  // ...from its L1: a second read is an L1 hit, no Redis command.
+  const metricsOf = () =>
+    Promise.all(urls.map(async (/** @type {string} */ url) => (await json(`${url}/actuator/metrics`)).cache));
+  const warm = await metricsOf();
+  for (const url of urls) await json(`${url}/api/bookmarks/count`);
+  const hit = await metricsOf();
+  expect(hit.map((m, i) => m.l1Hits - (warm[i]?.l1Hits ?? 0))).toEqual([1, 1, 1]);
+  expect(hit.map((m, i) => m.l2Hits - (warm[i]?.l2Hits ?? 0))).toEqual([0, 0, 0]);
+
+  const result = await json(`${urls[1]}/api/update`, { method: 'POST' });
+  expect(result.count).toBe(before[0] + 1);
+  expect(result.allServeNewCount).toBe(true);
+  expect(result.replicas.map((/** @type {{ replica: number }} */ r) => r.replica)).toEqual([1, 2, 3]);
+  // Checked independently of the endpoint's own report: each replica, asked directly, serves it.
+  for (const url of urls) {
+    expect(await json(`${url}/api/bookmarks/count`)).toMatchObject({ count: before[0] + 1 });
+  }
+  // The other replicas dropped their L1 copy because the bus told them to.
+  const after = await metricsOf();
+  for (const i of [0, 2]) {
+    expect(
+      (after[i]?.busEvictions ?? 0) - (hit[i]?.busEvictions ?? 0),
+      `replica ${i + 1}`,
+    ).toBeGreaterThanOrEqual(1);
+  }
+});
+
+it('the outage switch reaches every replica; with fail-safe and the lock, the fleet tries the database once per throttle', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const view = await json(`${fleet.url}/api/fleet`);
+  const post = (/** @type {string} */ path) => json(`${fleet?.url}${path}`, { method: 'POST' });
+  try {
+    await post('/api/steady?variant=plain&rate=60&seconds=1'); // a good count on every replica
+    await post('/api/outage?mode=error');
+    const outages = (await json(`${fleet.url}/api/fleet`)).replicas.map(
+      (/** @type {{ metrics: { db: { outage: string } } }} */ r) => r.metrics.db.outage,
+    );
+    expect(outages).toEqual(['error', 'error', 'error']);
+    const response = await fetch(`${view.replicas[2].url}/api/bookmarks/count?protect=0`);
+    expect(response.status).toBe(500);
+
+    // 6 s across 3 replicas with a 5 s throttle, re-armed in Redis for the whole fleet by the
+    // warm-up read: at most 1 more attempt fleet-wide, and every request answered.
+    const result = await post('/api/steady?variant=plain&rate=60&seconds=6&failsafe=1&lock=1');
+    expect(result).toMatchObject({ n: 360, errors: 0 });
+    expect(result.queries).toBeLessThanOrEqual(1);
+  } finally {
+    await json(`${fleet.url}/api/outage?mode=off`, { method: 'POST' });
+  }
 });
