@@ -1,4 +1,4 @@
-import { isThenable, readEntry, sharedRead, shareRead } from './backend.js';
+import { isPendingRead, isThenable, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
@@ -68,7 +68,7 @@ export function getOrCompute<T>(
     return slowGetOrCompute(state, cache, key, ttl, fill);
   }
   const read = readEntry(state, key);
-  if (read !== undefined && !isThenable(read)) {
+  if (read !== undefined && !isPendingRead(read)) {
     const freshUntil = read.freshUntil;
     if (freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
       state.counters.hits++;

@@ -1,4 +1,4 @@
-import { isThenable } from './backend.js';
+import { isPendingRead, isThenable } from './backend.js';
 import type { Cache, CacheBus, CacheEntry, CacheSetOptions, MaybePromise } from './cache.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { decodeTag, encodeTag } from './envelope.js';
@@ -366,7 +366,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         reportBackendError(name, 'get', key, error);
         return readRemote(key, undefined);
       }
-      if (!isThenable(copy)) return afterLocal(key, copy);
+      if (!isPendingRead(copy)) return afterLocal(key, copy);
       return Promise.resolve(copy).then(
         (entry) => afterLocal(key, entry),
         (error: unknown) => {
