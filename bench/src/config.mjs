@@ -60,7 +60,7 @@ export const config = {
     processes: int('BENCH_STEADY_PROCESSES', 4),
     ttlMs: int('BENCH_STEADY_TTL_MS', 2_000),
     fillMs: 100,
-    periods: int('BENCH_STEADY_PERIODS', 3),
+    periods: int('BENCH_STEADY_PERIODS', 6),
     /** one read every 2 ms: ~500 reads/s per process */
     intervalMs: 2,
   },

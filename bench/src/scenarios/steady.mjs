@@ -24,11 +24,19 @@ function analyse(reports, { ttlMs, fillMs }) {
   const ordinary = median(after.map(([, latency]) => latency));
   const values = [...new Set(served.map(([, , filledAt]) => filledAt))].sort((a, b) => a - b);
   const nearExpiry = [];
+  const control = [];
+  const slowest = (from, to) => {
+    const window = after.filter(([start]) => start >= from && start <= to);
+    return window.length > 0 ? Math.max(...window.map(([, latency]) => latency)) : undefined;
+  };
   for (const filledAt of values) {
     const expiry = filledAt + ttlMs;
     if (expiry + fillMs + 100 > lastStart) continue;
-    const window = after.filter(([start]) => start >= expiry - 100 && start <= expiry + fillMs + 100);
-    if (window.length > 0) nearExpiry.push(Math.max(...window.map(([, latency]) => latency)));
+    const near = slowest(expiry - 100, expiry + fillMs + 100);
+    if (near !== undefined) nearExpiry.push(near);
+    // The control: a window as long, half a ttl before the expiry, where no refresh runs.
+    const far = slowest(expiry - ttlMs / 2 - 100, expiry - ttlMs / 2 + fillMs + 100);
+    if (far !== undefined) control.push(far);
   }
   const coldFills = fills.filter((started) => started < first).length;
   const periods = (lastStart - first) / ttlMs;
@@ -38,6 +46,7 @@ function analyse(reports, { ttlMs, fillMs }) {
     waited,
     ordinary,
     slowestNearExpiry: nearExpiry.length > 0 ? median(nearExpiry) : Number.NaN,
+    slowestAway: control.length > 0 ? median(control) : Number.NaN,
     expiries: nearExpiry.length,
     coldFills,
     refreshesPerPeriod: (fills.length - coldFills) / periods,
@@ -83,20 +92,21 @@ export async function steadyScenario({ url }) {
   }
   const rows = steadyVariants.map((v) => {
     const r = results[v.id];
-    if (r === undefined) return [v.label, v.feature, unavailable[v.id] ?? 'not run', '', '', '', ''];
+    if (r === undefined) return [v.label, v.feature, unavailable[v.id] ?? 'not run', '', '', '', '', ''];
     return [
       v.label,
       v.feature,
       `${r.waited.toLocaleString('en-US')} of ${r.reads.toLocaleString('en-US')}${r.errors > 0 ? ` (${r.errors} errors)` : ''}`,
       ms(r.ordinary),
       `${ms(r.slowestNearExpiry)} (${r.expiries} expiries)`,
+      ms(r.slowestAway),
       String(r.coldFills),
       r.refreshesPerPeriod.toFixed(2),
     ];
   });
   const ours = results['stampede-early'];
   const name =
-    'steady load with earlyRefresh + lock: 0 reads wait for a fill after the first, slowest read near expiry within 2 ms of an ordinary read, <= 1.2 refreshes per ttl period fleet-wide';
+    'steady load with earlyRefresh + lock: 0 reads wait for a fill after the first, slowest read near an expiry within 2 ms of the slowest ordinary read (as long a window away from expiries), <= 1.2 refreshes per ttl period fleet-wide';
   const targets = [
     ours === undefined
       ? { name, met: false, detail: unavailable['stampede-early'] ?? 'not run' }
@@ -104,9 +114,9 @@ export async function steadyScenario({ url }) {
           name,
           met:
             ours.waited === 0 &&
-            ours.slowestNearExpiry - ours.ordinary <= 2 &&
+            ours.slowestNearExpiry - ours.slowestAway <= 2 &&
             ours.refreshesPerPeriod <= 1.2,
-          detail: `${ours.waited} waited, slowest near expiry ${ms(ours.slowestNearExpiry)} vs ${ms(ours.ordinary)} ordinary, ${ours.refreshesPerPeriod.toFixed(2)} refreshes per period`,
+          detail: `${ours.waited} waited, slowest near expiry ${ms(ours.slowestNearExpiry)} vs ${ms(ours.ordinary)} ordinary (${ms(ours.slowestAway)} slowest away from expiries), ${ours.refreshesPerPeriod.toFixed(2)} refreshes per period`,
         },
   ];
   return {
@@ -120,11 +130,12 @@ export async function steadyScenario({ url }) {
           'reads that waited for a fill (after the first)',
           'ordinary read (median)',
           'slowest read near an expiry (median over expiries)',
+          'slowest read in as long a window half a ttl earlier (control)',
           'cold fills',
           'refreshes per ttl period, fleet-wide',
         ],
         rows,
-        ['l', 'l', 'r', 'r', 'r', 'r', 'r'],
+        ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
       ),
     ].join('\n'),
     targets,
