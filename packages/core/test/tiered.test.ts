@@ -405,3 +405,37 @@ describe('writes after an L1 delete', () => {
     expect((await a.cache.get('order'))?.value).toBe('newest');
   });
 });
+
+describe('fail-safe through a tiered cache', () => {
+  it('a failed fill answers with the previous value, re-armed in L2 and L1, and the other replica backs off too', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    const options = { ttl: 1_000, failSafe: { maxStale: '1h', throttle: 5_000 } } as const;
+    expect(await getOrComputeWith(a.cache, 'k', options, () => 'v1')).toBe('v1');
+    await settled(a.cache);
+    expect(await getOrComputeWith(b.cache, 'k', options, () => 'unused')).toBe('v1');
+    await vi.advanceTimersByTimeAsync(1_500); // expired everywhere, still held for fail-safe
+    const failing = vi.fn(() => {
+      throw new Error('database down');
+    });
+    expect(await getOrComputeWith(a.cache, 'k', options, failing)).toBe('v1');
+    await settled(a.cache);
+    expect(failing).toHaveBeenCalledTimes(1);
+    expect(a.counters()?.failSafeActivations).toBe(1);
+    // Re-armed fresh for throttle in the remote cache: the other replica (its L1 copy evicted by the
+    // write's bus message) reads it there and tries the source no more than this one does.
+    const other = vi.fn(() => 'v2');
+    expect(await getOrComputeWith(b.cache, 'k', options, other)).toBe('v1');
+    expect(other).not.toHaveBeenCalled();
+    expect(await getOrComputeWith(a.cache, 'k', options, failing)).toBe('v1');
+    expect(failing).toHaveBeenCalledTimes(1);
+    // Past the throttle the source is tried again, and its value travels as usual.
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(await getOrComputeWith(b.cache, 'k', options, other)).toBe('v2');
+    expect(other).toHaveBeenCalledTimes(1);
+    await settled(b.cache);
+    expect(await getOrComputeWith(a.cache, 'k', options, failing)).toBe('v2');
+    expect(failing).toHaveBeenCalledTimes(1);
+  });
+});
