@@ -41,4 +41,6 @@ export { shouldReplace } from './never-older.js';
 // The Redis-protocol layout (keys, tombstones, the Lua scripts, the server clock) lives in
 // @stampede/redis-protocol: adapters for other backends need none of it.
 export { raceTimeout } from './race-timeout.js';
+// The runtime's request isolation (workerd), for adapters that hold streams or connections.
+export { runsIsolatedRequests } from './shared.js';
 export { reportBackendError, reportWarning } from './stats.js';

@@ -48,4 +48,6 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'shouldReplace',
   // bounding a backend call in time
   'raceTimeout',
+  // the runtime's request isolation (workerd)
+  'runsIsolatedRequests',
 ];

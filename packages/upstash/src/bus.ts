@@ -1,26 +1,12 @@
-import type { CacheBus, CacheBusHandlers } from '@stampede/core/adapter';
+import { type CacheBus, type CacheBusHandlers, runsIsolatedRequests } from '@stampede/core/adapter';
 import { callSafely, type OperationRunner } from '@stampede/redis-protocol';
+import type { UpstashSubscription as BusSubscription, Subscribe } from './push-wake-up.js';
 
-/** The members of an `@upstash/redis` subscription the bus uses (see push-wake-up.ts). */
-interface BusSubscription {
-  on(type: 'subscribe', listener: (count: number) => void): void;
-  on(type: 'message', listener: (event: { channel: string; message: unknown }) => void): void;
-  on(type: 'error', listener: (error: unknown) => void): void;
-  unsubscribe(channels?: string[]): Promise<void>;
-}
-
-type Subscribe = (channels: string | string[]) => BusSubscription;
 type Publish = (channel: string, message: string) => Promise<unknown>;
 
 /** First and longest wait before a failed stream is opened again, in ms. */
 const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 5_000;
-
-/** Where a stream must not outlive the request that opened it: Cloudflare's workerd. */
-function streamsBelongToRequests(): boolean {
-  const navigator = (globalThis as { navigator?: { userAgent?: unknown } }).navigator;
-  return navigator?.userAgent === 'Cloudflare-Workers';
-}
 
 // With `automaticDeserialization` the client hands over `JSON.parse` of a message when that
 // succeeds; bus messages are text, so a parsed value is turned back into its text.
@@ -55,7 +41,8 @@ export function createUpstashBus(
       );
     },
     subscribe(handlers) {
-      if (typeof subscribe !== 'function' || streamsBelongToRequests()) return () => {};
+      // Where a stream must not outlive the request that opened it (workerd), nothing listens.
+      if (typeof subscribe !== 'function' || runsIsolatedRequests()) return () => {};
       return listen(client, subscribe as Subscribe, channel, handlers);
     },
   };

@@ -6,14 +6,15 @@ import { callSafely } from '@stampede/redis-protocol';
  * channel, on `POST /subscribe/<channel>`. Declared here rather than taken from the client's types so
  * that the package still type-checks and runs against a client without it.
  */
-interface UpstashSubscription {
+export interface UpstashSubscription {
   on(type: 'subscribe', listener: (count: number) => void): void;
   on(type: 'message', listener: (event: { channel: string; message: unknown }) => void): void;
   on(type: 'error', listener: (error: unknown) => void): void;
   unsubscribe(channels?: string[]): Promise<void>;
 }
 
-type Subscribe = (channels: string | string[]) => UpstashSubscription;
+/** `client.subscribe` as push wake-up and the bus call it. */
+export type Subscribe = (channels: string | string[]) => UpstashSubscription;
 
 /**
  * The outcome in a message of the `:done` channel. The release script publishes the bare words
