@@ -19,15 +19,23 @@ export function useAsyncContext(create: () => AsyncContextStorage): void {
  */
 export function callFill(flight: Flight, fill: FillFn, context: FillContext<unknown>): unknown {
   const tracking = shared.fills;
+  // A background refresh (stale-while-revalidate, early refresh) runs untracked: its own key still
+  // holds a servable value while it runs, so a read of that key from inside it is a hit or a stale
+  // hit, not a wait. Tracking it would keep Node's promise hooks on for the whole refresh, slowing
+  // every promise in the process exactly while readers crowd in on the stale value. Only if that
+  // value vanished meanwhile (deleted, evicted, past its grace) does such a read join the refresh:
+  // then it waits as on the edge build, bounded by `fillTimeout`.
   if (tracking === undefined || shared.detectSelfCalls === false) return fill(context);
   const { storage } = tracking;
+  if (flight.background) {
+    // Started from inside a tracked fill (a stale read in it), it is awaited by nobody: a frame that
+    // is already done cuts it off from that fill's chain, so it may read that fill's key.
+    if (storage.getStore() === undefined) return fill(context);
+    return storage.run({ flight, parent: undefined, done: true }, () => fill(context));
+  }
   // A foreground fill started from inside another fill is usually awaited by it, so it stays part of
-  // that fill; a background refresh is awaited by nobody and starts a chain of its own.
-  const frame: FillFrame = {
-    flight,
-    parent: flight.background ? undefined : storage.getStore(),
-    done: false,
-  };
+  // that fill.
+  const frame: FillFrame = { flight, parent: storage.getStore(), done: false };
   flight.frame = frame;
   tracking.running++;
   return storage.run(frame, () => fill(context));

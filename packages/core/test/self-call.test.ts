@@ -182,6 +182,58 @@ describe('no false alarm', () => {
   });
 });
 
+describe('background refreshes run outside the async context', () => {
+  it('nothing is tracked while a stale-while-revalidate refresh runs, so the promise hooks stay off', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const tracking = shared.fills;
+    const cache = testCache();
+    const options = { ttl: 100, staleWhileRevalidate: 1_000 };
+    await getOrComputeWith(cache, 'k', options, () => 'old');
+    await vi.advanceTimersByTimeAsync(150);
+    const gate = deferred<string>();
+    let store: unknown = 'unset';
+    expect(
+      await getOrComputeWith(cache, 'k', options, async () => {
+        store = tracking?.storage.getStore();
+        return gate.promise;
+      }),
+    ).toBe('old');
+    expect(inFlightCount(cache)).toBe(1);
+    expect(tracking?.running).toBe(0);
+    expect(store).toBeUndefined();
+    gate.resolve('new');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await getOrComputeWith(cache, 'k', options, () => 'unused')).toBe('new');
+  });
+
+  it("one started from inside a fill is cut off from it: it may read that fill's key", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const cache = testCache();
+    const options = { ttl: 100, staleWhileRevalidate: 1_000 };
+    await getOrComputeWith(cache, 'b', options, () => 'b-old');
+    await vi.advanceTimersByTimeAsync(150);
+    const outer = deferred<string>();
+    let inner: Promise<unknown> | undefined;
+    const a = getOrCompute(cache, 'a', undefined, async () => {
+      // A stale read of b inside a's fill starts b's refresh, which reads a: it joins a's fill
+      // (nobody waits for the refresh, so nothing deadlocks) instead of being refused.
+      const b = await getOrComputeWith(cache, 'b', options, async () => {
+        inner = getOrCompute(cache, 'a', undefined, () => 'unused');
+        return `b-new after ${String(await inner)}`;
+      });
+      return `a after ${String(b)} ${await outer.promise}`;
+    });
+    await vi.advanceTimersByTimeAsync(1);
+    outer.resolve('done');
+    expect(await a).toBe('a after b-old done');
+    expect(await inner).toBe('a after b-old done');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await getOrComputeWith(cache, 'b', options, () => 'unused')).toBe(
+      'b-new after a after b-old done',
+    );
+  });
+});
+
 describe('the context costs nothing once no fill runs', () => {
   it('the AsyncLocalStorage is disabled when the last fill settles', async () => {
     const tracking = shared.fills;
