@@ -344,3 +344,107 @@ function earlyRefreshBeta(option: unknown): number {
   }
   return beta;
 }
+
+/**
+ * The options object last resolved, what it held then, and what it resolved to. A call site that
+ * passes the same object every time (the usual `const options = {...}` beside a hot read) skips the
+ * validation: every field, and the fields of its nested `failSafe` / `earlyRefresh` objects and its
+ * `tags`, is compared with what it held, so an object changed in place since is resolved again.
+ */
+interface Remembered {
+  readonly source: GetOrComputeOptions;
+  readonly ttl: unknown;
+  readonly staleWhileRevalidate: unknown;
+  readonly distributedFillLock: unknown;
+  readonly lockTtl: unknown;
+  readonly lockWaitTimeout: unknown;
+  readonly lockPollInterval: unknown;
+  readonly signal: unknown;
+  readonly fillTimeout: unknown;
+  readonly earlyRefresh: unknown;
+  readonly beta: unknown;
+  readonly waitUntil: unknown;
+  readonly tags: unknown;
+  readonly tagList: readonly unknown[] | undefined;
+  readonly checkValue: unknown;
+  readonly failSafe: unknown;
+  readonly maxStale: unknown;
+  readonly throttle: unknown;
+  readonly softTimeout: unknown;
+  readonly resolved: ResolvedOptions;
+}
+
+let remembered: Remembered | undefined;
+
+function nested(option: unknown, field: 'beta' | 'maxStale' | 'throttle'): unknown {
+  return typeof option === 'object' && option !== null
+    ? (option as Record<string, unknown>)[field]
+    : undefined;
+}
+
+function holdsSame(options: GetOrComputeOptions, known: Remembered): boolean {
+  if (
+    options.ttl !== known.ttl ||
+    options.staleWhileRevalidate !== known.staleWhileRevalidate ||
+    options.distributedFillLock !== known.distributedFillLock ||
+    options.lockTtl !== known.lockTtl ||
+    options.lockWaitTimeout !== known.lockWaitTimeout ||
+    options.lockPollInterval !== known.lockPollInterval ||
+    options.signal !== known.signal ||
+    options.fillTimeout !== known.fillTimeout ||
+    options.earlyRefresh !== known.earlyRefresh ||
+    options.waitUntil !== known.waitUntil ||
+    options.tags !== known.tags ||
+    options.checkValue !== known.checkValue ||
+    options.failSafe !== known.failSafe ||
+    options.softTimeout !== known.softTimeout
+  ) {
+    return false;
+  }
+  if (known.earlyRefresh !== undefined && nested(options.earlyRefresh, 'beta') !== known.beta) return false;
+  if (known.failSafe !== undefined) {
+    if (nested(options.failSafe, 'maxStale') !== known.maxStale) return false;
+    if (nested(options.failSafe, 'throttle') !== known.throttle) return false;
+  }
+  const list = known.tagList;
+  if (list !== undefined) {
+    const tags = options.tags as readonly unknown[];
+    if (tags.length !== list.length) return false;
+    for (let i = 0; i < list.length; i++) if (tags[i] !== list[i]) return false;
+  }
+  return true;
+}
+
+/**
+ * {@link resolveOptions}, remembering the last object resolved: the same object, holding the same
+ * values, resolves to the same {@link ResolvedOptions} without being checked again.
+ */
+export function resolveOptionsOnce(options: GetOrComputeOptions): ResolvedOptions {
+  const known = remembered;
+  if (known !== undefined && known.source === options && holdsSame(options, known)) return known.resolved;
+  const resolved = resolveOptions(options);
+  const tags = options.tags;
+  remembered = {
+    source: options,
+    ttl: options.ttl,
+    staleWhileRevalidate: options.staleWhileRevalidate,
+    distributedFillLock: options.distributedFillLock,
+    lockTtl: options.lockTtl,
+    lockWaitTimeout: options.lockWaitTimeout,
+    lockPollInterval: options.lockPollInterval,
+    signal: options.signal,
+    fillTimeout: options.fillTimeout,
+    earlyRefresh: options.earlyRefresh,
+    beta: nested(options.earlyRefresh, 'beta'),
+    waitUntil: options.waitUntil,
+    tags,
+    tagList: Array.isArray(tags) ? [...tags] : undefined,
+    checkValue: options.checkValue,
+    failSafe: options.failSafe,
+    maxStale: nested(options.failSafe, 'maxStale'),
+    throttle: nested(options.failSafe, 'throttle'),
+    softTimeout: options.softTimeout,
+    resolved,
+  };
+  return resolved;
+}
