@@ -1,4 +1,4 @@
-import { isPendingRead, isThenable, readEntry, sharedRead, shareRead } from './backend.js';
+import { isThenable, readEntry, sharedRead, shareRead, vouched } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
@@ -12,7 +12,7 @@ import {
   type FillContext,
   type GetOrComputeOptions,
   type ResolvedOptions,
-  resolveOptions,
+  resolveOptionsOnce,
   ttlOnly,
 } from './options.js';
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
@@ -67,13 +67,17 @@ export function getOrCompute<T>(
   ) {
     return slowGetOrCompute(state, cache, key, ttl, fill);
   }
+  // A tiered cache whose L1 copy is fresh says so (`vouched`) during this very read.
+  vouched.entry = undefined;
   const read = readEntry(state, key);
-  if (read !== undefined && !isPendingRead(read)) {
-    const freshUntil = read.freshUntil;
-    if (freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
-      state.counters.hits++;
-      return settledPromise(read) as Promise<T>;
-    }
+  // An entry (not a pending read) has a numeric `freshUntil`: one property load tells both.
+  const freshUntil = read === undefined ? undefined : (read as CacheEntry).freshUntil;
+  if (
+    typeof freshUntil === 'number' &&
+    (read === vouched.entry || freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil)
+  ) {
+    state.counters.hits++;
+    return settledPromise(read as CacheEntry) as Promise<T>;
   }
   const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
   if (read === undefined || !isThenable(read))
@@ -177,7 +181,7 @@ export function getOrComputeWith<T>(
   let resolved: ResolvedOptions;
   try {
     checkKey(key);
-    resolved = resolveOptions(options);
+    resolved = resolveOptionsOnce(options);
     checkFill(fill);
     state = stateOf(cache);
   } catch (error) {
@@ -296,7 +300,9 @@ function afterRead(
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
       if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry);
-      return Promise.resolve(entry.value);
+      // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
+      // refresh allocates nothing per read.
+      return settledPromise(entry);
     }
   }
   const inFlight = state.flights.get(key);

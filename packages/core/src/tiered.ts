@@ -1,4 +1,4 @@
-import { isPendingRead, isThenable } from './backend.js';
+import { isPendingRead, isThenable, vouched } from './backend.js';
 import type { Cache, CacheBus, CacheEntry, CacheSetOptions, MaybePromise } from './cache.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { decodeTag, encodeTag } from './envelope.js';
@@ -340,6 +340,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const afterLocal = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
     if (copy !== undefined && Date.now() < copy.freshUntil) {
       counters.l1Hits++;
+      // The core's hit path takes this reading instead of its own (see `vouched`).
+      vouched.entry = copy;
       return copy;
     }
     if (copy === undefined) tracked?.delete(key);
