@@ -41,7 +41,9 @@ export const config = {
     childExecArgv: (process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),
   },
   swr: {
-    rounds: int('BENCH_SWR_ROUNDS', 3),
+    rounds: int('BENCH_SWR_ROUNDS', 5),
+    /** Rounds run first and not counted, so that every library is compiled before it is measured. */
+    warmupRounds: int('BENCH_SWR_WARMUP_ROUNDS', 3),
     callers: int('BENCH_SWR_CALLERS', 1_000),
     ttlMs: 1_000,
     graceMs: 5_000,
