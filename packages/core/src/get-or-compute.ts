@@ -1,4 +1,4 @@
-import { isThenable, readEntry, sharedRead, shareRead, vouched } from './backend.js';
+import { isPendingRead, isThenable, readEntry, sharedRead, shareRead, vouched } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
@@ -70,14 +70,12 @@ export function getOrCompute<T>(
   // A tiered cache whose L1 copy is fresh says so (`vouched`) during this very read.
   vouched.entry = undefined;
   const read = readEntry(state, key);
-  // An entry (not a pending read) has a numeric `freshUntil`: one property load tells both.
-  const freshUntil = read === undefined ? undefined : (read as CacheEntry).freshUntil;
-  if (
-    typeof freshUntil === 'number' &&
-    (read === vouched.entry || freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil)
-  ) {
-    state.counters.hits++;
-    return settledPromise(read as CacheEntry) as Promise<T>;
+  if (read !== undefined && !isPendingRead(read)) {
+    const freshUntil = read.freshUntil;
+    if (read === vouched.entry || freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
+      state.counters.hits++;
+      return settledPromise(read) as Promise<T>;
+    }
   }
   const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
   if (read === undefined || !isThenable(read))
