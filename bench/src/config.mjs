@@ -65,6 +65,8 @@ export const config = {
     periods: int('BENCH_STEADY_PERIODS', 6),
     /** one read every 2 ms: ~500 reads/s per process */
     intervalMs: 2,
+    /** Only these variants (ids, comma-separated), for development. */
+    variants: (process.env.BENCH_STEADY_VARIANTS ?? '').split(',').filter(Boolean),
   },
   tags: { rounds: int('BENCH_TAGS_ROUNDS', 5), entries: int('BENCH_TAGS_ENTRIES', 100_000) },
   commands: { rounds: int('BENCH_COMMANDS_ROUNDS', 3), misses: 50, hits: 200 },

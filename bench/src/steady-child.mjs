@@ -1,6 +1,8 @@
 // One process of the steady-load scenario: on 'go' it reads one key at a steady rate for a while
-// and reports every read (start on a clock shared by the processes, latency, the value's fill time)
-// and every fill it ran.
+// and reports every read (start on a clock shared by the processes, latency, the value's fill time),
+// every fill it ran (start and end) and, for stampede's early refreshes, how long before the
+// value's expiry the draw that started each fill came.
+import { onStampedeEvent } from '@stampede/core';
 import { steadyVariants } from './peers/steady.mjs';
 import { sleep } from './stats.mjs';
 
@@ -8,14 +10,31 @@ const instances = new Map();
 const now = () => performance.timeOrigin + performance.now();
 const send = (message) => process.send?.(message);
 
+// The latest `early-refresh` event per cache (stampede names each cache after its variant): a
+// refresh fill in this process follows its own draw, so the draw a fill started from is the
+// latest one before it (a draw whose refresh lost the lock starts no fill here).
+const lastDraw = new Map();
+onStampedeEvent((event) => {
+  if (event.type === 'early-refresh')
+    lastDraw.set(event.cache, { at: now(), remainingMs: event.remainingMs });
+});
+
 async function go({ variant, key, durationMs, intervalMs, fillMs }) {
   const instance = instances.get(variant);
   const fills = [];
+  lastDraw.delete(variant);
   const fill = async () => {
     const started = now();
+    // A draw is followed by one lock attempt (a round trip) and then the fill; an older draw lost
+    // the lock, and this fill is a miss's.
+    const draw = lastDraw.get(variant);
+    lastDraw.delete(variant);
+    const fromDraw = draw !== undefined && started - draw.at < fillMs / 2;
     await sleep(fillMs);
-    fills.push(started);
-    return { filledAt: now() };
+    const ended = now();
+    // [start, end, ms from the draw to the expiry of the value it replaces (or -1: not a draw's)]
+    fills.push([started, ended, fromDraw ? draw.remainingMs : -1]);
+    return { filledAt: ended };
   };
   const reads = [];
   const pending = [];
@@ -39,10 +58,11 @@ process.on('message', async (message) => {
   if (message.type === 'setup') {
     const unavailable = {};
     for (const variant of steadyVariants) {
+      if (!message.variants.includes(variant.id)) continue;
       try {
         instances.set(
           variant.id,
-          await variant.create({ ...message, prefix: `${message.prefix}${variant.id}:` }),
+          await variant.create({ ...message, prefix: `${message.prefix}${variant.id}:`, name: variant.id }),
         );
       } catch (error) {
         unavailable[variant.id] = error instanceof Error ? error.message : String(error);

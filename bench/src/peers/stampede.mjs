@@ -39,6 +39,23 @@ function withoutPush(cache) {
   };
 }
 
+/**
+ * Resolves once the cache created on `client` has finished its warm-up: a PING sent now is answered
+ * after the warm-up's SCRIPT LOADs, TIME and CONFIG GET (one connection answers in order), and a
+ * subscription acknowledged on `pushCache`'s subscriber shows that connection is up. A fleet
+ * process reports itself ready only then: the first herd measures a process that has started, as
+ * after a deploy, not one still opening its connections.
+ */
+async function warmedUp(client, pushCache) {
+  await client.ping();
+  if (pushCache === undefined) return;
+  let stop;
+  await new Promise((resolve) => {
+    stop = pushCache.onFillDone('bench:ready', () => {}, resolve);
+  });
+  stop?.();
+}
+
 function redisVariant(id, label, mode) {
   return {
     id,
@@ -52,6 +69,7 @@ function redisVariant(id, label, mode) {
       const options = { ttl: ttlMs, distributedFillLock: mode !== 'nolock' };
       return {
         get: (key, fill) => getOrComputeWith(cache, key, options, fill),
+        ready: () => warmedUp(client, mode === 'push' ? redisCache : undefined),
         async close() {
           await redisCache.close();
           await client.quit();
@@ -76,6 +94,7 @@ function tieredVariant(id, label) {
       const options = { ttl: ttlMs, distributedFillLock: true };
       return {
         get: (key, fill) => getOrComputeWith(cache, key, options, fill),
+        ready: () => warmedUp(client, remote),
         async close() {
           await cache.close?.();
           await remote.close();

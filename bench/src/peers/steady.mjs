@@ -1,8 +1,10 @@
 // The steady-load scenario's contenders: one hot key on Redis read at a steady rate through
-// several expiries. stampede with earlyRefresh (XFetch) and with stale-while-revalidate alone (both
-// with the distributed fill lock), cache-manager's refreshThreshold, bentocache's grace with a soft
+// several expiries. stampede with earlyRefresh (XFetch at beta 1, 0.5 and 0.25, to show how beta
+// trades refreshes against the tail near expiry) and with stale-while-revalidate alone (all with
+// the distributed fill lock), cache-manager's refreshThreshold, bentocache's grace with a soft
 // timeout of 0 (serve the graced value at once and refresh in the background), cachified's
-// staleWhileRevalidate. Each `create` opens its own connections.
+// staleWhileRevalidate. Each `create` opens its own connections. stampede's caches are named after
+// their variant, so the child can tell their `early-refresh` events apart.
 import { cachified } from '@epic-web/cachified';
 import { createKeyv } from '@keyv/redis';
 import { getOrComputeWith } from '@stampede/core';
@@ -12,10 +14,10 @@ import { createCache } from 'cache-manager';
 import { connect } from '../redis.mjs';
 import { ioredisCacheAdapter } from './cachified-redis-adapter.mjs';
 
-async function stampedeRedis({ url, prefix }, options) {
+async function stampedeRedis({ url, prefix, name }, options) {
   const { createRedisCache } = await import('@stampede/redis');
   const client = connect(url);
-  const cache = createRedisCache({ client, prefix });
+  const cache = createRedisCache({ client, prefix, name });
   return {
     get: (key, fill) => getOrComputeWith(cache, key, options, fill),
     async close() {
@@ -30,8 +32,34 @@ export const steadyVariants = [
     id: 'stampede-early',
     label: 'stampede, earlyRefresh + lock',
     feature: 'earlyRefresh (XFetch, beta 1)',
+    beta: 1,
     create: (context) =>
       stampedeRedis(context, { ttl: context.ttlMs, earlyRefresh: true, distributedFillLock: true }),
+  },
+  {
+    // beta 0.5: at 2,000 reads/s fleet-wide and a 100 ms fill, the smallest beta whose refresh
+    // starts less than a fill time before expiry about once in a million expiries (see
+    // docs/benchmarks.md, "Steady load").
+    id: 'stampede-early-0.5',
+    label: 'stampede, earlyRefresh beta 0.5 + lock',
+    feature: 'earlyRefresh (XFetch, beta 0.5)',
+    beta: 0.5,
+    create: (context) =>
+      stampedeRedis(context, { ttl: context.ttlMs, earlyRefresh: { beta: 0.5 }, distributedFillLock: true }),
+  },
+  {
+    // beta 0.25: too small for this rate on purpose; its refresh often starts too late to land
+    // before expiry, which the waits and the tail near expiry show.
+    id: 'stampede-early-0.25',
+    label: 'stampede, earlyRefresh beta 0.25 + lock',
+    feature: 'earlyRefresh (XFetch, beta 0.25)',
+    beta: 0.25,
+    create: (context) =>
+      stampedeRedis(context, {
+        ttl: context.ttlMs,
+        earlyRefresh: { beta: 0.25 },
+        distributedFillLock: true,
+      }),
   },
   {
     id: 'stampede-swr',

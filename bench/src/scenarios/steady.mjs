@@ -3,6 +3,8 @@
 // library: reads that waited for a fill (latency >= half the fill time) after the first fill, the
 // slowest read near each expiry (from 100 ms before a value's expiry to a fill time + 100 ms after,
 // median over expiries) beside an ordinary read, and fills (refreshes) per ttl period fleet-wide.
+// A second table looks at stampede's earlyRefresh rows: how long before expiry each refresh was
+// drawn (measured, and as XFetch predicts it for the read rate), refreshes per value.
 import { fileURLToPath } from 'node:url';
 import { startChild } from '../child.mjs';
 import { config } from '../config.mjs';
@@ -14,11 +16,13 @@ const childPath = fileURLToPath(new URL('../steady-child.mjs', import.meta.url))
 
 function analyse(reports, { ttlMs, fillMs }) {
   const reads = reports.flatMap((r) => r.reads);
-  const fills = reports.flatMap((r) => r.fills).sort((a, b) => a - b);
+  // [start, end, ms from the draw that started it to the replaced value's expiry, or -1]
+  const fills = reports.flatMap((r) => r.fills).sort((a, b) => a[0] - b[0]);
   const served = reads.filter(([, , filledAt]) => filledAt > 0);
   const errors = reads.filter(([, , filledAt]) => filledAt === -1).length;
   const first = Math.min(...served.map(([, , filledAt]) => filledAt));
   const after = reads.filter(([start]) => start >= first);
+  const firstStart = Math.min(...reads.map(([start]) => start));
   const lastStart = Math.max(...reads.map(([start]) => start));
   const waited = after.filter(([, latency]) => latency >= fillMs / 2).length;
   const ordinary = median(after.map(([, latency]) => latency));
@@ -38,10 +42,38 @@ function analyse(reports, { ttlMs, fillMs }) {
     const far = slowest(expiry - ttlMs / 2 - 100, expiry - ttlMs / 2 + fillMs + 100);
     if (far !== undefined) control.push(far);
   }
-  const coldFills = fills.filter((started) => started < first).length;
+  const coldFills = fills.filter(([started]) => started < first).length;
+  const refreshes = fills.filter(([started]) => started >= first);
+  // Each refresh belongs to the value that was being served when it started (the latest value
+  // whose fill had ended): one refresh per value means one per cycle fleet-wide.
+  const perValue = new Map();
+  // The start of each value's first refresh: the cycles' boundaries.
+  const cycleStarts = [];
+  for (const [started] of refreshes) {
+    let current;
+    for (const filledAt of values) if (filledAt <= started) current = filledAt;
+    if (current === undefined) continue;
+    if (!perValue.has(current)) cycleStarts.push(started);
+    perValue.set(current, (perValue.get(current) ?? 0) + 1);
+  }
+  const headStarts = refreshes.map(([, , drawn]) => drawn).filter((drawn) => drawn >= 0);
+  // How long each value was served before the next one replaced it (consecutive values).
+  const lifetimes = values.slice(1).map((filledAt, i) => filledAt - values[i]);
   const periods = (lastStart - first) / ttlMs;
+  // Refreshes per ttl period over whole cycles (from the first cycle's first refresh to the last
+  // cycle's): over the whole run, the cycle cut short by the end would count less than it costs
+  // (one refresh in 6 periods is 0.16 per period).
+  const firstCycle = cycleStarts[0];
+  const lastCycle = cycleStarts[cycleStarts.length - 1];
+  const refreshesPerPeriod =
+    cycleStarts.length >= 3
+      ? (refreshes.filter(([started]) => started >= firstCycle && started < lastCycle).length * ttlMs) /
+        (lastCycle - firstCycle)
+      : refreshes.length / periods;
   return {
     reads: reads.length,
+    // Reads per ms fleet-wide: the rate XFetch's draws are taken at.
+    readRate: reads.length / Math.max(1, lastStart - firstStart),
     errors,
     waited,
     ordinary,
@@ -49,7 +81,31 @@ function analyse(reports, { ttlMs, fillMs }) {
     slowestAway: control.length > 0 ? median(control) : Number.NaN,
     expiries: nearExpiry.length,
     coldFills,
-    refreshesPerPeriod: (fills.length - coldFills) / periods,
+    refreshesPerPeriod,
+    refreshesPerValue: perValue.size > 0 ? refreshes.length / perValue.size : Number.NaN,
+    mostPerValue: Math.max(0, ...perValue.values()),
+    headStart: median(headStarts),
+    headStarts: headStarts.length,
+    lateStarts: headStarts.filter((drawn) => drawn < fillMs).length,
+    lifetime: median(lifetimes),
+  };
+}
+
+/**
+ * What XFetch predicts for one hot key read `rate` times per ms fleet-wide, a fill of `deltaMs` and
+ * `beta`: with `s = delta * beta`, a read `t` ms before expiry draws a refresh with probability
+ * `exp(-t / s)`, so the first draw fleet-wide comes `H` before expiry with
+ * `P(H < t) = exp(-rate * s * exp(-t / s))` (a Gumbel law): median `s * ln(rate * s / ln 2)`, mode
+ * `s * ln(rate * s)`. A refresh drawn less than a fill time before expiry lands after it.
+ */
+export function xfetchPrediction({ rate, deltaMs, beta, ttlMs }) {
+  const s = deltaMs * beta;
+  const headStart = s * Math.log((rate * s) / Math.LN2);
+  return {
+    headStart,
+    late: Math.exp(-rate * s * Math.exp(-deltaMs / s)),
+    // One refresh per value; a value is replaced a fill time after its refresh is drawn.
+    refreshesPerPeriod: ttlMs / (ttlMs - headStart + deltaMs),
   };
 }
 
@@ -57,15 +113,20 @@ export async function steadyScenario({ url }) {
   const { processes, ttlMs, fillMs, periods, intervalMs } = config.steady;
   const prefix = randomPrefix();
   const admin = connect(url);
+  const variants = steadyVariants.filter(
+    (v) => config.steady.variants.length === 0 || config.steady.variants.includes(v.id),
+  );
   const children = Array.from({ length: processes }, () => startChild(childPath));
   const results = {};
   let unavailable = {};
   try {
     const setups = await Promise.all(
-      children.map(({ ask }) => ask({ type: 'setup', url, prefix, ttlMs }, 'setup-done')),
+      children.map(({ ask }) =>
+        ask({ type: 'setup', url, prefix, ttlMs, variants: variants.map((v) => v.id) }, 'setup-done'),
+      ),
     );
     unavailable = Object.assign({}, ...setups.map((s) => s.unavailable));
-    for (const variant of steadyVariants) {
+    for (const variant of variants) {
       if (unavailable[variant.id] !== undefined) continue;
       const durationMs = periods * ttlMs + 500;
       const answers = children.map(({ next }) => next('result', durationMs + 60_000));
@@ -82,7 +143,7 @@ export async function steadyScenario({ url }) {
       results[variant.id] = analyse(await Promise.all(answers), { ttlMs, fillMs });
       const r = results[variant.id];
       progress(
-        `steady: ${variant.id}: ${r.waited} waited, slowest near expiry ${ms(r.slowestNearExpiry)}, ${r.refreshesPerPeriod.toFixed(2)} refreshes per period`,
+        `steady: ${variant.id}: ${r.waited} waited, slowest near expiry ${ms(r.slowestNearExpiry)}, ${r.refreshesPerPeriod.toFixed(2)} refreshes per period, ${r.refreshesPerValue.toFixed(2)} per value${r.headStarts > 0 ? `, drawn ${ms(r.headStart)} before expiry (median of ${r.headStarts}), ${r.lateStarts} late` : ''}`,
       );
     }
   } finally {
@@ -90,9 +151,9 @@ export async function steadyScenario({ url }) {
     await cleanPrefix(admin, prefix);
     await admin.quit();
   }
-  const rows = steadyVariants.map((v) => {
+  const rows = variants.map((v) => {
     const r = results[v.id];
-    if (r === undefined) return [v.label, v.feature, unavailable[v.id] ?? 'not run', '', '', '', '', ''];
+    if (r === undefined) return [v.label, v.feature, unavailable[v.id] ?? 'not run', '', '', '', '', '', ''];
     return [
       v.label,
       v.feature,
@@ -102,6 +163,7 @@ export async function steadyScenario({ url }) {
       ms(r.slowestAway),
       String(r.coldFills),
       r.refreshesPerPeriod.toFixed(2),
+      r.refreshesPerValue.toFixed(2),
     ];
   });
   const ours = results['stampede-early'];
@@ -133,11 +195,56 @@ export async function steadyScenario({ url }) {
           'slowest read in as long a window half a ttl earlier (control)',
           'cold fills',
           'refreshes per ttl period, fleet-wide',
+          'refreshes per value, fleet-wide',
         ],
         rows,
-        ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
+        ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       ),
+      ...betaTable(variants, results, { ttlMs, fillMs, processes, intervalMs }),
     ].join('\n'),
     targets,
   };
+}
+
+/**
+ * The earlyRefresh rows side by side with what XFetch predicts for the measured read rate: the
+ * figures a user needs to choose `beta` (see "Refreshing ahead of expiry" in the core README).
+ */
+function betaTable(variants, results, { ttlMs, fillMs, processes, intervalMs }) {
+  const rows = variants
+    .filter((v) => v.beta !== undefined && results[v.id] !== undefined)
+    .map((v) => {
+      const r = results[v.id];
+      const predicted = xfetchPrediction({ rate: r.readRate, deltaMs: fillMs, beta: v.beta, ttlMs });
+      return [
+        String(v.beta),
+        `${ms(predicted.headStart)} / ${ms(r.headStart)} (${r.headStarts} refreshes)`,
+        `${predicted.late < 1e-3 ? predicted.late.toExponential(1) : predicted.late.toFixed(3)} / ${r.lateStarts} of ${r.headStarts}`,
+        ms(r.lifetime),
+        `${predicted.refreshesPerPeriod.toFixed(2)} / ${r.refreshesPerPeriod.toFixed(2)}`,
+        `${r.refreshesPerValue.toFixed(2)} (at most ${r.mostPerValue})`,
+        r.waited.toLocaleString('en-US'),
+        `${ms(r.slowestNearExpiry)} vs ${ms(r.slowestAway)}`,
+      ];
+    });
+  if (rows.length === 0) return [];
+  return [
+    '',
+    `#### 10b. earlyRefresh: choosing beta (same run; ${processes} x ~${Math.round(1_000 / intervalMs)} reads/s, fill ${fillMs} ms, ttl ${ms(ttlMs)}; "predicted" is XFetch's law for the measured read rate, see the core README)`,
+    '',
+    table(
+      [
+        'beta',
+        'refresh drawn before expiry: predicted / measured (median)',
+        'refresh drawn less than a fill before expiry: predicted probability / measured',
+        'a value served for (median)',
+        'refreshes per ttl period: predicted / measured',
+        'refreshes per value (one cycle), fleet-wide',
+        'reads that waited',
+        'slowest read near an expiry vs control',
+      ],
+      rows,
+      ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    ),
+  ];
 }

@@ -345,9 +345,10 @@ const MAX_HEAD_START = -Math.log(MIN_DRAW);
 /**
  * The XFetch test for a fresh entry `remaining` ms from expiry, with `scale` = `delta * beta`:
  * `now - delta * beta * ln(random()) >= freshUntil`, that is `-scale * ln(random()) >= remaining`,
- * a draw below 2^-53 taken as 2^-53. `-ln(random())` is exponentially distributed (mean 1), so the
- * refresh comes on average `delta * beta` before expiry, and a key read `r` times a second is
- * refreshed before it expires unless no read falls in that last stretch. Kept apart from
+ * a draw below 2^-53 taken as 2^-53. `-ln(random())` is exponentially distributed (mean 1): one
+ * read `t` ms from expiry draws a refresh with probability `exp(-t / scale)`, so among `R` reads per
+ * ms the first draw comes typically `scale * ln(R * scale / ln 2)` before expiry (the median of a
+ * Gumbel law; the core README's "Choosing beta" works it through). Kept apart from
  * {@link refreshEarly} so that the hit path inlines only this.
  */
 function drawsEarlyRefresh(remaining: number, scale: number): boolean {

@@ -33,6 +33,7 @@ import {
   WRITE_SCRIPT,
 } from './scripts.js';
 import { createSlowReadWatch } from './slow-reads.js';
+import { randomToken } from './web-crypto.js';
 
 /** What {@link createRedisProtocolCache} needs besides the context. */
 export interface RedisProtocolCacheSettings {
@@ -225,6 +226,14 @@ const LOCK_SCRIPTS: readonly LuaScript[] = [RELEASE_SCRIPT, EXTEND_SCRIPT];
 /** See {@link RedisProtocolCache.warmUp}; `measureClock` starts the server clock's first measurement. */
 async function warmUp(context: RedisProtocolContext, measureClock: () => unknown): Promise<void> {
   const { client, lockClient, operations, runLockScript } = context;
+  // Every lock attempt draws a random token. The runtime sets up Web Crypto on its first use (on
+  // Node 20 about 1 ms of module loading, several on a busy machine), which would otherwise fall
+  // between the first herd's read and its SET NX, on every replica.
+  try {
+    randomToken();
+  } catch {
+    // No Web Crypto: the first lock attempt reports it.
+  }
   const separate = lockClient !== client;
   let reported = false;
   const report = (error: unknown): void => {
