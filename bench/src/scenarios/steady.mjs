@@ -166,19 +166,25 @@ export async function steadyScenario({ url }) {
       r.refreshesPerValue.toFixed(2),
     ];
   });
-  const ours = results['stampede-early'];
+  // The target is judged on the beta the README's table gives for this read rate (0.5 at 2,000
+  // reads/s fleet-wide and a 100 ms fill); beta 1, the default, refreshes about a fill's worth of
+  // log(rate) earlier and is reported beside it.
+  const ours = results['stampede-early-0.5'];
+  const byDefault = results['stampede-early'];
   const name =
-    'steady load with earlyRefresh + lock: 0 reads wait for a fill after the first, slowest read near an expiry within 2 ms of the slowest ordinary read (as long a window away from expiries), <= 1.2 refreshes per ttl period fleet-wide';
+    'steady load with earlyRefresh (beta for this read rate, 0.5) + lock: 0 reads wait for a fill after the first, slowest read near an expiry within 2 ms of the slowest ordinary read (as long a window away from expiries), <= 1.2 refreshes per ttl period fleet-wide';
+  const describe = (r) =>
+    `${r.waited} waited, slowest near expiry ${ms(r.slowestNearExpiry)} vs ${ms(r.ordinary)} ordinary (${ms(r.slowestAway)} slowest away from expiries), ${r.refreshesPerPeriod.toFixed(2)} refreshes per period`;
   const targets = [
     ours === undefined
-      ? { name, met: false, detail: unavailable['stampede-early'] ?? 'not run' }
+      ? { name, met: false, detail: unavailable['stampede-early-0.5'] ?? 'not run' }
       : {
           name,
           met:
             ours.waited === 0 &&
             ours.slowestNearExpiry - ours.slowestAway <= 2 &&
             ours.refreshesPerPeriod <= 1.2,
-          detail: `${ours.waited} waited, slowest near expiry ${ms(ours.slowestNearExpiry)} vs ${ms(ours.ordinary)} ordinary (${ms(ours.slowestAway)} slowest away from expiries), ${ours.refreshesPerPeriod.toFixed(2)} refreshes per period`,
+          detail: `${describe(ours)}${byDefault === undefined ? '' : `; beta 1 (default): ${describe(byDefault)}`}`,
         },
   ];
   return {
