@@ -72,10 +72,11 @@ function lockWaitEvent(
  * taken without a read. Listening starts before the first lock attempt where the cache already hears
  * the key (`hearsFillDone`), else after the lost attempt, and then the subscription's `ready`
  * acknowledgement triggers one read at once (a fill that ended while the subscription was being made
- * was announced to no one); after a failed fill the waiter contends again at once. Neither a value nor the lock within `lockWaitTimeout`, or
- * a backend fault: `'local'`, fill without the lock (bounded extra work, never unavailability); a
- * fault that ends a started wait is a `lockWaitErrors` count and a `lock-wait` event with outcome
- * `'error'`. `signal` aborting (the flight was given up): `'aborted'`.
+ * was announced to no one); after a failed fill the waiter contends again at once. Neither a value
+ * nor the lock within `lockWaitTimeout`, or a backend fault: `'local'`, fill without the lock
+ * (bounded extra work, never unavailability); a fault that ends a started wait is a `lockWaitErrors`
+ * count and a `lock-wait` event with outcome `'error'`. `signal` aborting (the flight was given up):
+ * `'aborted'`.
  *
  * An early refresh (`hint.early`) that loses the lock does not wait for the holder: its callers
  * already have a fresh value. It sleeps once (until the holder's expected finish), reads once, and
