@@ -50,8 +50,10 @@ interface Replica {
 }
 
 async function replica(name: string, options: { lockClient?: Redis } = {}): Promise<Replica> {
-  // One client per cache, as two replicas would have.
-  const client = new Redis((await testRedis()).url);
+  // One client per cache, as two replicas would have; its subscriber inherits the connection name.
+  const client = new Redis((await testRedis()).url, {
+    connectionName: `${prefix}${name}`.replace(/\W/g, '-'),
+  });
   clients.push(client);
   const sent: string[] = [];
   const send = client.sendCommand.bind(client);
@@ -179,6 +181,33 @@ describe('round trips of a locked miss', () => {
     expect(loserFill).not.toHaveBeenCalled();
     expect(loser.sent).toEqual(['read', 'lock-and-read']);
     expect(statsByCache()['rt-push-loser']).toMatchObject({ lockContended: 1, lockWaitHits: 1 });
+  });
+
+  it('after its subscriber connection is killed, a lingering channel is not trusted until it is subscribed again', async () => {
+    const holder = await replica('rt-killed-holder');
+    const loser = await replica('rt-killed-loser');
+    const key = 'killed';
+    await listenedBefore(loser.cache, key);
+    const name = `${prefix}rt-killed-loser`.replace(/\W/g, '-');
+    const list = String(await holder.client.call('CLIENT', 'LIST'));
+    const line = list
+      .split('\n')
+      .find((entry) => entry.includes(` name=${name} `) && / sub=[1-9]/.test(entry));
+    const id = /(?:^| )id=(\d+)/.exec(line ?? '')?.[1];
+    expect(id, 'the subscriber connection').toBeDefined();
+    expect(await holder.client.call('CLIENT', 'KILL', 'ID', id as string)).toBe(1);
+    await vi.waitFor(() => expect(loser.cache.hearsFillDone(key)).toBe(false));
+    // ioredis reconnects and subscribes again; a PING answered after that proves it.
+    await vi.waitFor(() => expect(loser.cache.hearsFillDone(key)).toBe(true), { timeout: 5_000 });
+    let loserCall: Promise<unknown> | undefined;
+    await getOrComputeWith(holder.cache, key, LOCKED, async () => {
+      loser.reset();
+      loserCall = getOrComputeWith(loser.cache, key, LOCKED, () => 'loser');
+      await vi.waitFor(() => expect(statsByCache()['rt-killed-loser']?.lockContended).toBe(1));
+      return 'held';
+    });
+    expect(await loserCall).toBe('held');
+    expect(loser.sent).toEqual(['read', 'lock-and-read']);
   });
 
   it('a loser on a cold channel keeps the confirming read after its subscription is acknowledged', async () => {
