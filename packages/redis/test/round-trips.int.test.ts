@@ -15,6 +15,7 @@ import { randomPrefix, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
+import { LINGERING_CHANNELS } from '../src/notifier.js';
 import { deletePrefix } from './helpers.js';
 
 // Round trips of a locked miss, counted as the commands each cache's own client sends (the
@@ -208,6 +209,25 @@ describe('round trips of a locked miss', () => {
     });
     expect(await loserCall).toBe('held');
     expect(loser.sent).toEqual(['read', 'lock-and-read']);
+  });
+
+  it(`at most ${LINGERING_CHANNELS} channels linger; the least recently waited on is unsubscribed first`, async () => {
+    const { cache, client } = await replica('rt-lingering');
+    const keys = Array.from({ length: LINGERING_CHANNELS + 1 }, (_, i) => `lingering-${i}`);
+    for (const key of keys) await listenedBefore(cache, key);
+    const [first, second] = keys;
+    await vi.waitFor(() => expect(cache.hearsFillDone(first as string)).toBe(false));
+    expect(cache.hearsFillDone(second as string)).toBe(true);
+    expect(cache.hearsFillDone(keys.at(-1) as string)).toBe(true);
+    const channels = (keys: string[]) => keys.map((key) => redisKeys(prefix, key).channel);
+    await vi.waitFor(async () => {
+      const counts = (await client.call(
+        'PUBSUB',
+        'NUMSUB',
+        ...channels([first as string, second as string]),
+      )) as (string | number)[];
+      expect(counts.filter((_, i) => i % 2 === 1).map(Number)).toEqual([0, 1]);
+    });
   });
 
   it('a loser on a cold channel keeps the confirming read after its subscription is acknowledged', async () => {
