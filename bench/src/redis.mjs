@@ -74,18 +74,46 @@ export function commandDelta(before, after) {
  */
 export function countSentCommands() {
   const counts = {};
+  const watchers = new Set();
   const original = Redis.prototype.sendCommand;
   Redis.prototype.sendCommand = function sendCommand(command, stream) {
     const name = String(command?.name ?? '').toLowerCase();
     if (name !== 'info') counts[name] = (counts[name] ?? 0) + 1;
+    for (const watcher of watchers) watcher(this, name, command);
     return original.call(this, command, stream);
   };
   return {
     counts,
+    /**
+     * Calls `watcher(client, name, command)` for every command sent until the returned function is
+     * called.
+     */
+    watch(watcher) {
+      watchers.add(watcher);
+      return () => watchers.delete(watcher);
+    },
     stop() {
       Redis.prototype.sendCommand = original;
     },
   };
+}
+
+/**
+ * Runs `create` and returns what it made with the set of ioredis clients constructed meanwhile
+ * (each connects in its constructor), so the commands of one instance can be told from another's.
+ */
+export async function createOwned(create) {
+  const owned = new Set();
+  const original = Redis.prototype.connect;
+  Redis.prototype.connect = function connectOwned(...args) {
+    owned.add(this);
+    return original.apply(this, args);
+  };
+  try {
+    return { instance: await create(), owned };
+  } finally {
+    Redis.prototype.connect = original;
+  }
 }
 
 /**

@@ -36,6 +36,7 @@ function withoutPush(cache) {
     set: (key, entry, options) => cache.set(key, entry, options),
     delete: (key) => cache.delete(key),
     tryAcquireFillLock: (key, ttl) => cache.tryAcquireFillLock(key, ttl),
+    tryAcquireFillLockAndRead: (key, ttl) => cache.tryAcquireFillLockAndRead(key, ttl),
   };
 }
 

@@ -13,7 +13,9 @@ export type {
   CacheBusHandlers,
   CacheEntry,
   CacheSetOptions,
+  FillAnnouncement,
   FillLock,
+  FillLockAttempt,
   FillOutcome,
   MaybePromise,
 } from './cache.js';

@@ -1,4 +1,4 @@
-import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
+import type { CacheEntry, CacheSetOptions, FillLock, FillOutcome } from './cache.js';
 import { emit, hasListeners } from './events.js';
 import type { ResolvedOptions } from './options.js';
 import { raceTimeout } from './race-timeout.js';
@@ -187,6 +187,69 @@ export async function tryLock(
     reportBackendError(state.name, 'lock', key, error);
     return 'error';
   }
+}
+
+/**
+ * A lock attempt: the lock (or not), with what the attempt learnt of the key. `read` holds the entry
+ * when the cache read it in the same step (`tryAcquireFillLockAndRead`), and is `undefined` when it
+ * did not (the caller then reads itself if it needs to); `holder` is who held the lock, if known.
+ */
+export interface LockAttempt {
+  readonly lock: FillLock | undefined;
+  readonly read: { readonly entry: CacheEntry | undefined } | undefined;
+  readonly holder: string | undefined;
+}
+
+/**
+ * Tries the fill lock and, where the cache can do both in one step, reads the key with it. A fault
+ * is reported (as a `lock` fault: the attempt failed, whatever part of it) and answered `'error'`.
+ */
+export async function tryLockAndRead(
+  state: CacheState,
+  key: string,
+  ttl: number,
+): Promise<LockAttempt | 'error'> {
+  const { cache } = state;
+  if (cache.tryAcquireFillLockAndRead === undefined) {
+    const lock = await tryLock(state, key, ttl);
+    return lock === 'error' ? lock : { lock, read: undefined, holder: undefined };
+  }
+  try {
+    const attempt = await cache.tryAcquireFillLockAndRead(key, ttl);
+    return { lock: attempt.lock ?? undefined, read: { entry: attempt.entry }, holder: attempt.holder };
+  } catch (error) {
+    reportBackendError(state.name, 'lock', key, error);
+    return 'error';
+  }
+}
+
+/**
+ * Writes `entry` and releases `lock` as `'filled'` in one step (`FillLock.commit`). A failing (or,
+ * past {@link WRITE_GUARD_MS}, hanging) commit is reported as a `set` fault, and the lock is then
+ * released on its own (a no-op if the commit did land). Never rejects.
+ */
+export async function commitEntry(
+  state: CacheState,
+  key: string,
+  lock: FillLock,
+  entry: CacheEntry,
+  options: CacheSetOptions,
+): Promise<void> {
+  try {
+    // biome-ignore lint/style/noNonNullAssertion: only called for locks that have the capability
+    const committed = lock.commit!(entry, options);
+    if (isThenable(committed)) {
+      await raceTimeout(
+        Promise.resolve(committed),
+        WRITE_GUARD_MS,
+        () => new Error(`the commit of '${key}' did not settle within ${WRITE_GUARD_MS}ms`),
+      );
+    }
+    return;
+  } catch (error) {
+    reportBackendError(state.name, 'set', key, error);
+  }
+  await releaseLock(state, key, lock, 'filled');
 }
 
 /** Releases a lock; a fault is reported, never thrown (the lock lapses after its TTL anyway). */

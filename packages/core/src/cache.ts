@@ -65,6 +65,58 @@ export interface FillLock {
    * second filler.
    */
   extend?(ttl: number): MaybePromise<boolean>;
+  /**
+   * Writes `entry` exactly as {@link Cache.set} would (same never-older guard, same answer), then
+   * releases the lock as `'filled'` and announces it, in one step: what a holder does after a fill
+   * that produced a value, at the cost of one round trip instead of two.
+   *
+   * Contract: it releases (compare-and-delete on this holder's token) and announces even when the
+   * write is refused (a newer entry or delete is there) or the lock has lapsed (the write is still
+   * made through the guard; another holder's lock is never deleted). Waiters must find the entry (or
+   * the newer one) once the announcement is out, so the write comes first. If it rejects, the core
+   * reports a `set` fault and calls {@link FillLock.release} with `'filled'`: a commit that fails
+   * must leave `release` usable (a release after a commit that did land is a harmless no-op).
+   *
+   * Optional: without it the core calls `set`, then `release('filled')`. A cache whose lock lives
+   * apart from its values (another server) cannot combine them and should leave it out.
+   */
+  // biome-ignore lint/suspicious/noConfusingVoidType: answers like `Cache.set`, which may answer nothing
+  commit?(entry: CacheEntry, options: CacheSetOptions): MaybePromise<void | boolean>;
+}
+
+/** What {@link Cache.tryAcquireFillLockAndRead} found. */
+export interface FillLockAttempt {
+  /** The lock, or `undefined` when another holder has it. */
+  readonly lock: FillLock | undefined;
+  /**
+   * The entry for the key, as {@link Cache.get} would have answered at the same moment as the lock
+   * attempt (the key's tags checked, a delete's marker read as `undefined`). Taken whether or not the
+   * lock was granted: a holder uses it instead of reading the key again, a loser may find the value
+   * another replica just wrote.
+   */
+  readonly entry: CacheEntry | undefined;
+  /**
+   * Who holds the lock when it was not granted, as an opaque identity the cache's announcements
+   * name too (see {@link FillAnnouncement.holder}); `undefined` when unknown. A waiter accepts a
+   * value carried by an announcement only from the holder it lost to: that holder still held the
+   * lock at the attempt, so its commit (and the value it carries) came after the waiter's read.
+   */
+  readonly holder?: string | undefined;
+}
+
+/**
+ * What an announcement of a fill's end carried beyond its outcome (see {@link Cache.onFillDone}):
+ * the value, so a woken waiter need not read the key.
+ */
+export interface FillAnnouncement {
+  /** The identity of the holder that announced (as {@link FillLockAttempt.holder} gives it). */
+  readonly holder: string;
+  /**
+   * The entry a read of the key gave right after the holder's write (or the newer one that refused
+   * it), its tags checked; `undefined` when the announcement carried none (too big, or nothing
+   * readable): the waiter then reads the key.
+   */
+  readonly entry: CacheEntry | undefined;
 }
 
 /**
@@ -109,6 +161,16 @@ export interface Cache {
    */
   tryAcquireFillLock?(key: string, ttl: number): MaybePromise<FillLock | undefined>;
   /**
+   * {@link Cache.tryAcquireFillLock} and {@link Cache.get} of `key` in one step (one round trip: on
+   * Redis, one script that reads the entry and tries `SET NX PX`). The core uses it for a flight's
+   * lock attempts: a holder then needs no second read to learn whether another replica filled the
+   * key between its miss and its lock, and a loser learns who holds the lock. Its contract is the
+   * two calls': the same lock, the same entry a `get` would give (a read fault rejects, as `get`
+   * does). Optional, and only used alongside `tryAcquireFillLock`: without it the core tries the
+   * lock, then (when granted) reads the key.
+   */
+  tryAcquireFillLockAndRead?(key: string, ttl: number): MaybePromise<FillLockAttempt>;
+  /**
    * Calls `listener` when a fill of `key` under the lock ends on any replica (push wake-up). Returns
    * the function that stops listening. Optional: waiters poll without it.
    *
@@ -117,8 +179,25 @@ export interface Cache {
    * attempt and that moment was announced to no one: on `ready` the waiter reads the key once at
    * once instead of sleeping `lockPollInterval`. Optional: an adapter that never calls it keeps the
    * plain poll schedule.
+   *
+   * `announced`, when given, is what the announcement carried besides the outcome (see
+   * {@link FillAnnouncement}): a cache that knows the stored value at the fill's end may hand it over
+   * so the waiter does not read the key. Adapters that announce only the outcome leave it out.
    */
-  onFillDone?(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  onFillDone?(
+    key: string,
+    listener: (outcome: FillOutcome, announced?: FillAnnouncement) => void,
+    ready?: () => void,
+  ): () => void;
+  /**
+   * True when a listener given to {@link Cache.onFillDone} for `key` right now would hear every
+   * announcement made from now on: the key's subscription is already acknowledged (a cache may keep
+   * a key's subscription for a while after its last listener left). The core then starts listening
+   * before its lock attempt, and a lost attempt needs no confirming read (see `ready`). Optional:
+   * without it (or when it answers `false`) the core listens only after losing the lock and reads
+   * once on `ready`.
+   */
+  hearsFillDone?(key: string): boolean;
   /**
    * `value` as a later {@link Cache.get} of it would return it. A cache that stores text implements
    * it as its serializer's round trip (under JSON a `Date` comes back as its ISO string, `NaN` as

@@ -1,4 +1,5 @@
 import {
+  commitEntry,
   entryFor,
   isThenable,
   keepLockAlive,
@@ -8,7 +9,7 @@ import {
   writeEntry,
 } from './backend.js';
 import { releaseRefreshSlot } from './background.js';
-import type { CacheEntry, FillLock, FillOutcome } from './cache.js';
+import type { CacheEntry, CacheSetOptions, FillLock, FillOutcome } from './cache.js';
 import { type CheckResult, checkCached, checkEvent, fillCheckFailure } from './check-value.js';
 import { emit, hasListeners } from './events.js';
 import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
@@ -162,7 +163,8 @@ function deliverFound(flight: Flight, value: unknown): void {
  * at once instead of reading a cache that does not have it yet (and starting a second fill).
  * Another replica reading during the write may miss. The returned promise (if any) settles when
  * the write has landed; the lock is released only after it, so a replica that waited for the lock
- * finds the value.
+ * finds the value. With `commit` (a lock that writes and releases in one step, `FillLock.commit`)
+ * the write is that commit, and the lock is released by it.
  *
  * A background refresh has no callers to answer early, so it keeps its flight (and its refresh
  * slot) until its write has landed, then settles.
@@ -173,13 +175,16 @@ function deliverFilled(
   value: unknown,
   options: ResolvedOptions,
   delta: number,
-  checked?: { readonly value: unknown },
+  checked: { readonly value: unknown } | undefined,
+  commit: Commit | undefined,
 ): Promise<void> | undefined {
   if (flight.result !== undefined) return undefined;
-  const pending =
-    value !== undefined && !flight.invalidated
-      ? writeEntry(state, flight.key, entryFor(value, flight.startedAt, options, delta), physicalTtl(options))
-      : undefined;
+  let pending: Promise<void> | undefined;
+  if (value !== undefined && !flight.invalidated) {
+    const entry = entryFor(value, flight.startedAt, options, delta);
+    const ttl = physicalTtl(options);
+    pending = commit === undefined ? writeEntry(state, flight.key, entry, ttl) : commit(entry, { ttl });
+  }
   if (flight.background) {
     const finish = (): void => {
       flight.detach();
@@ -274,7 +279,8 @@ function usesFleetLock(state: CacheState, options: ResolvedOptions): boolean {
 
 /**
  * Takes the fleet's fill lock or waits for the replica that holds it (`acquireOrWait`). With the
- * lock, reads the cache once more: another replica may have filled between our miss and our lock.
+ * lock, looks at the cache once more (another replica may have filled between our miss and our
+ * lock): the entry read with the lock attempt, or a read of its own on a cache that cannot do both.
  */
 async function lockPhase(
   state: CacheState,
@@ -296,7 +302,9 @@ async function lockPhase(
   }
   if (got.kind === 'value') return { kind: 'found', value: got.entry.value, lock: undefined };
   if (lock === undefined) return FILL_WITHOUT_LOCK;
-  const entry = await readEntryAsync(state, key);
+  // A cache that read the key with the lock attempt answered the double-check already.
+  const entry =
+    got.kind === 'lock' && got.read !== undefined ? got.read.entry : await readEntryAsync(state, key);
   if (flight.result !== undefined) return stopped(state, key, lock);
   if (entry !== undefined && Date.now() < entry.freshUntil && !staleFor(hint, entry))
     return { kind: 'found', value: entry.value, lock };
@@ -330,7 +338,8 @@ async function fillPhase(
   lock: FillLock | undefined,
 ): Promise<void> {
   const { counters } = state;
-  const release = lock === undefined ? releaseNothing : holdLock(state, flight, lock, options.lockTtl);
+  const held = lock === undefined ? undefined : holdLock(state, flight, lock, options.lockTtl);
+  const release = held === undefined ? releaseNothing : held.release;
   const context: FillContext<unknown> = {
     key: flight.key,
     signal: flight.controller.signal,
@@ -405,24 +414,38 @@ async function fillPhase(
   // already: its value is neither delivered nor written, and the lock is released as failed.
   const givenUp = flight.result !== undefined;
   if (!givenUp) fillEvent(state, flight, startedAt, 'ok');
-  const pending = deliverFilled(state, flight, value, options, delta, checked?.ok ? checked : undefined);
+  const pending = deliverFilled(
+    state,
+    flight,
+    value,
+    options,
+    delta,
+    checked?.ok ? checked : undefined,
+    held?.commit,
+  );
   if (pending !== undefined) await pending;
+  // After a commit this is a no-op: the commit released the lock.
   await release(givenUp ? 'failed' : 'filled');
 }
 
 const releaseNothing = async (_outcome: FillOutcome): Promise<void> => {};
 
+/** Writes a fill's entry and releases the lock as `'filled'` in one step; never rejects. */
+type Commit = (entry: CacheEntry, options: CacheSetOptions) => Promise<void>;
+
+/** A held lock's two ways out: `release`, and `commit` when the lock can write too. */
+interface HeldLock {
+  readonly release: (outcome: FillOutcome) => Promise<void>;
+  readonly commit: Commit | undefined;
+}
+
 /**
  * Keeps `lock` extended while the fill runs and returns its release, which acts once: when the fill
  * ends, or as soon as the flight is given up (fillTimeout, every caller gone) even if the fill itself
- * never returns, so the lock is not extended forever.
+ * never returns, so the lock is not extended forever. Where the lock can commit (`FillLock.commit`),
+ * also the commit of the fill's value, which counts as that one release.
  */
-function holdLock(
-  state: CacheState,
-  flight: Flight,
-  lock: FillLock,
-  lockTtl: number,
-): (outcome: FillOutcome) => Promise<void> {
+function holdLock(state: CacheState, flight: Flight, lock: FillLock, lockTtl: number): HeldLock {
   const key = flight.key;
   const stopExtending = keepLockAlive(state, key, lock, lockTtl);
   let released = false;
@@ -443,7 +466,15 @@ function holdLock(
   // Given up between the lock phase and now: nothing will abort again, so release at once.
   if (signal.aborted) void release('failed');
   else signal.addEventListener('abort', () => void release('failed'), { once: true });
-  return release;
+  if (lock.commit === undefined) return { release, commit: undefined };
+  const commit = async (entry: CacheEntry, options: CacheSetOptions): Promise<void> => {
+    // Released already (given up meanwhile): the value is only written.
+    if (released) return writeEntry(state, key, entry, options.ttl);
+    released = true;
+    stopExtending();
+    return commitEntry(state, key, lock, entry, options);
+  };
+  return { release, commit };
 }
 
 function warnNoLock(state: CacheState): void {

@@ -8,7 +8,9 @@ export type {
   CacheBusHandlers,
   CacheEntry,
   CacheSetOptions,
+  FillAnnouncement,
   FillLock,
+  FillLockAttempt,
   FillOutcome,
   MaybePromise,
 } from './cache.js';

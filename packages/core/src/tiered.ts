@@ -1,5 +1,13 @@
 import { isPendingRead, isThenable, vouched } from './backend.js';
-import type { Cache, CacheBus, CacheEntry, CacheSetOptions, MaybePromise } from './cache.js';
+import type {
+  Cache,
+  CacheBus,
+  CacheEntry,
+  CacheSetOptions,
+  FillLock,
+  FillLockAttempt,
+  MaybePromise,
+} from './cache.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { decodeTag, encodeTag } from './envelope.js';
 import { emit, hasListeners } from './events.js';
@@ -377,40 +385,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         },
       );
     },
-    async set(key, entry, setOptions) {
-      const token = begin(key);
-      let written: unknown;
-      let failure: { error: unknown } | undefined;
-      try {
-        written = await remote.set(key, entry, setOptions);
-      } catch (error) {
-        failure = { error };
-      } finally {
-        end(key, token);
-      }
-      // Refused by the remote (a newer entry or delete is there), or changed elsewhere meanwhile:
-      // L1 must not keep this copy. A failed remote write still lands in L1 (the remote is down).
-      if (written === false || token.evicted) {
-        evictLocal(key);
-      } else {
-        const copy = localCopy(entry);
-        if (copy !== undefined) {
-          const ttl = setOptions.ttl === undefined ? localTtl : Math.min(setOptions.ttl, localTtl);
-          // Stored by the remote, which has checked it against its own deletes: L1 follows even if it
-          // deleted the key since the write's fill started (say, on a refused write or a bus
-          // message). Only the never-older rule against L1's own copy applies then.
-          keepLocal(
-            key,
-            copy,
-            ttl,
-            written === true ? true : setOptions.direct,
-            written === true && copy.tags !== undefined,
-          );
-        }
-      }
-      await publishEviction(key);
-      if (failure !== undefined) throw failure.error;
-      return written !== false;
+    set(key, entry, setOptions) {
+      return writeThrough(key, entry, setOptions, () => remote.set(key, entry, setOptions));
     },
     async delete(key) {
       let failure: { error: unknown } | undefined;
@@ -426,6 +402,49 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     close() {
       unsubscribe?.();
     },
+  };
+
+  // A write through to the remote (`set`, or a lock's commit, which writes and releases in one
+  // step), then L1 and the bus as the remote's answer says.
+  const writeThrough = async (
+    key: string,
+    entry: CacheEntry,
+    setOptions: CacheSetOptions,
+    write: () => unknown,
+  ): Promise<boolean> => {
+    const token = begin(key);
+    let written: unknown;
+    let failure: { error: unknown } | undefined;
+    try {
+      written = await write();
+    } catch (error) {
+      failure = { error };
+    } finally {
+      end(key, token);
+    }
+    // Refused by the remote (a newer entry or delete is there), or changed elsewhere meanwhile:
+    // L1 must not keep this copy. A failed remote write still lands in L1 (the remote is down).
+    if (written === false || token.evicted) {
+      evictLocal(key);
+    } else {
+      const copy = localCopy(entry);
+      if (copy !== undefined) {
+        const ttl = setOptions.ttl === undefined ? localTtl : Math.min(setOptions.ttl, localTtl);
+        // Stored by the remote, which has checked it against its own deletes: L1 follows even if it
+        // deleted the key since the write's fill started (say, on a refused write or a bus
+        // message). Only the never-older rule against L1's own copy applies then.
+        keepLocal(
+          key,
+          copy,
+          ttl,
+          written === true ? true : setOptions.direct,
+          written === true && copy.tags !== undefined,
+        );
+      }
+    }
+    await publishEviction(key);
+    if (failure !== undefined) throw failure.error;
+    return written !== false;
   };
 
   // The value L1 keeps is the one the remote would give back, so L1 and L2 hits agree (a `Date`
@@ -449,13 +468,54 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     };
     Object.assign(cache, { invalidateTags });
   }
+  // The remote's lock, with its commit (a write and a release in one step) going through L1 and the
+  // bus as `set` does.
+  const tiedLock = (key: string, lock: FillLock | undefined): FillLock | undefined => {
+    if (lock === undefined || lock === null || lock.commit === undefined) return lock ?? undefined;
+    const commit = lock.commit.bind(lock);
+    const tied: FillLock = {
+      release: (outcome) => lock.release(outcome),
+      commit: (entry, setOptions) => writeThrough(key, entry, setOptions, () => commit(entry, setOptions)),
+    };
+    if (lock.extend !== undefined) {
+      const extend = lock.extend.bind(lock);
+      Object.assign(tied, { extend });
+    }
+    return tied;
+  };
   if (remote.tryAcquireFillLock !== undefined) {
     const tryAcquire = remote.tryAcquireFillLock.bind(remote);
-    Object.assign(cache, { tryAcquireFillLock: (key: string, ttl: number) => tryAcquire(key, ttl) });
+    Object.assign(cache, {
+      tryAcquireFillLock: (key: string, ttl: number): MaybePromise<FillLock | undefined> => {
+        const lock = tryAcquire(key, ttl);
+        return isThenable<FillLock | undefined>(lock)
+          ? Promise.resolve(lock).then((held) => tiedLock(key, held))
+          : tiedLock(key, lock);
+      },
+    });
+    if (remote.tryAcquireFillLockAndRead !== undefined) {
+      const tryAcquireAndRead = remote.tryAcquireFillLockAndRead.bind(remote);
+      const tied = (key: string, attempt: FillLockAttempt): FillLockAttempt => ({
+        ...attempt,
+        lock: tiedLock(key, attempt.lock),
+      });
+      Object.assign(cache, {
+        tryAcquireFillLockAndRead: (key: string, ttl: number): MaybePromise<FillLockAttempt> => {
+          const attempt = tryAcquireAndRead(key, ttl);
+          return isThenable<FillLockAttempt>(attempt)
+            ? Promise.resolve(attempt).then((found) => tied(key, found))
+            : tied(key, attempt);
+        },
+      });
+    }
   }
   if (remote.onFillDone !== undefined) {
     const onFillDone = remote.onFillDone.bind(remote);
     Object.assign(cache, { onFillDone });
+    if (remote.hearsFillDone !== undefined) {
+      const hearsFillDone = remote.hearsFillDone.bind(remote);
+      Object.assign(cache, { hearsFillDone });
+    }
   }
   if (remote.roundTrip !== undefined) {
     const roundTrip = remote.roundTrip.bind(remote);

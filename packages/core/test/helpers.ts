@@ -1,4 +1,11 @@
-import type { Cache, CacheEntry, CacheSetOptions, FillLock, FillOutcome } from '../src/index.js';
+import type {
+  Cache,
+  CacheEntry,
+  CacheSetOptions,
+  FillAnnouncement,
+  FillLock,
+  FillOutcome,
+} from '../src/index.js';
 
 /** What a test cache saw. */
 export interface Calls {
@@ -7,13 +14,20 @@ export interface Calls {
   delete: number;
   lock: number;
   release: FillOutcome[];
+  /** Lock attempts made with `tryAcquireFillLockAndRead` (counted with `combined` only). */
+  lockAndRead?: number;
+  /** Commits (`FillLock.commit`; counted with `combined` only). */
+  commit?: number;
 }
+
+/** A listener of {@link Backend}'s announcements. */
+export type BackendListener = (outcome: FillOutcome, announced?: FillAnnouncement) => void;
 
 /** A shared "server" that several test caches (replicas) can point at. */
 export class Backend {
   readonly entries = new Map<string, { entry: CacheEntry; expiresAt: number }>();
   readonly locks = new Map<string, { token: number; expiresAt: number }>();
-  readonly listeners = new Map<string, Set<(outcome: FillOutcome) => void>>();
+  readonly listeners = new Map<string, Set<BackendListener>>();
   /** When each key was last deleted: a fill that started earlier must not bring it back. */
   readonly deletedAt = new Map<string, number>();
   /** When each tag was last invalidated: an entry carrying it created earlier reads as a miss. */
@@ -63,9 +77,17 @@ export class Backend {
     return token;
   }
 
-  unlock(key: string, token: number, outcome: FillOutcome): void {
+  unlock(key: string, token: number, outcome: FillOutcome, carry = false): void {
     if (this.locks.get(key)?.token === token) this.locks.delete(key);
-    for (const listener of this.listeners.get(key) ?? []) listener(outcome);
+    // A commit's announcement carries what a read gives now, naming its holder.
+    const announced = carry ? { holder: String(token), entry: this.read(key) } : undefined;
+    for (const listener of [...(this.listeners.get(key) ?? [])]) listener(outcome, announced);
+  }
+
+  /** The token of the lock on `key`, while it is held. */
+  holder(key: string): number | undefined {
+    const held = this.locks.get(key);
+    return held !== undefined && Date.now() < held.expiresAt ? held.token : undefined;
   }
 }
 
@@ -79,6 +101,13 @@ export interface TestCacheOptions {
   lock?: boolean;
   /** Offer onFillDone (push wake-up). */
   push?: boolean;
+  /**
+   * Offer tryAcquireFillLockAndRead and locks that commit (write, release and announce in one step,
+   * the announcement carrying the entry); needs `lock`.
+   */
+  combined?: boolean;
+  /** Offer hearsFillDone, answering this (needs `push`). */
+  hears?: boolean;
   /** Offer invalidateTags. */
   tags?: boolean;
   backend?: Backend;
@@ -88,6 +117,7 @@ export interface TestCacheOptions {
 export function testCache(options: TestCacheOptions = {}): Cache & { calls: Calls; backend: Backend } {
   const backend = options.backend ?? new Backend();
   const calls: Calls = { get: 0, set: 0, delete: 0, lock: 0, release: [] };
+  if (options.combined) Object.assign(calls, { lockAndRead: 0, commit: 0 });
   const answer = <T>(value: T): T | Promise<T> => (options.async ? Promise.resolve(value) : value);
   const cache: Cache & { calls: Calls; backend: Backend } = {
     name: options.name ?? 'test',
@@ -113,12 +143,12 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
     },
   };
   if (options.lock) {
-    cache.tryAcquireFillLock = (key: string, ttl: number) => {
-      calls.lock++;
-      const token = backend.lock(key, ttl);
-      if (token === undefined) return answer(undefined);
+    const handle = (key: string, token: number): FillLock => {
+      let released = false;
       const lock: FillLock = {
         release(outcome) {
+          if (released) return;
+          released = true;
           calls.release.push(outcome);
           backend.unlock(key, token, outcome);
         },
@@ -129,8 +159,31 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
           return true;
         },
       };
-      return answer(lock);
+      if (options.combined) {
+        lock.commit = (entry, { ttl }) => {
+          calls.commit = (calls.commit ?? 0) + 1;
+          backend.write(key, entry, ttl);
+          released = true;
+          backend.unlock(key, token, 'filled', true);
+          return answer(backend.read(key) === entry);
+        };
+      }
+      return lock;
     };
+    cache.tryAcquireFillLock = (key: string, ttl: number) => {
+      calls.lock++;
+      const token = backend.lock(key, ttl);
+      return answer(token === undefined ? undefined : handle(key, token));
+    };
+    if (options.combined) {
+      cache.tryAcquireFillLockAndRead = (key: string, ttl: number) => {
+        calls.lockAndRead = (calls.lockAndRead ?? 0) + 1;
+        const token = backend.lock(key, ttl);
+        const entry = backend.read(key);
+        if (token !== undefined) return answer({ lock: handle(key, token), entry, holder: String(token) });
+        return answer({ lock: undefined, entry, holder: String(backend.holder(key)) });
+      };
+    }
   }
   if (options.tags) {
     cache.invalidateTags = (tags) => {
@@ -148,6 +201,8 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
       set.add(listener);
       return () => set.delete(listener);
     };
+    const hears = options.hears;
+    if (hears !== undefined) cache.hearsFillDone = () => hears;
   }
   return cache;
 }

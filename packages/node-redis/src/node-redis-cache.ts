@@ -4,7 +4,9 @@ import type {
   CacheEntry,
   CacheSetOptions,
   Duration,
+  FillAnnouncement,
   FillLock,
+  FillLockAttempt,
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
@@ -99,13 +101,30 @@ export interface NodeRedisCache extends Cache {
    */
   readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
+   * The lock attempt and the read of the entry in one round trip: one Lua script where the lock
+   * lives with the values, else the two in parallel. A lock taken there commits (writes, releases and
+   * announces) in one script. `undefined` when `tryAcquireFillLock` is.
+   */
+  readonly tryAcquireFillLockAndRead?: ((key: string, ttl: number) => Promise<FillLockAttempt>) | undefined;
+  /**
    * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
    * kept without expiry): entries carrying the tag created before it read as misses on every
    * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
    */
   invalidateTags(tags: readonly string[]): Promise<void>;
-  /** Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`). */
-  onFillDone(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`); calls
+   * `ready` once the SUBSCRIBE is acknowledged. A commit's announcement carries the stored text (up
+   * to 64 KiB), handed to the listener decoded as `announced`. The channel stays subscribed after
+   * its last listener leaves (up to 1,000 channels, least recently used first out).
+   */
+  onFillDone(
+    key: string,
+    listener: (outcome: FillOutcome, announced?: FillAnnouncement) => void,
+    ready?: () => void,
+  ): () => void;
+  /** True when `key`'s channel is already subscribed and acknowledged (see `onFillDone`). */
+  hearsFillDone(key: string): boolean;
   /**
    * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
    * published on the lock client (the client unless `lockClient` is given: pub/sub is per server, so
@@ -178,8 +197,11 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     tombstoneTtl: parsed.tombstoneTtl,
     createError,
   });
-  const notifier = createNotifier(lockClient, prefix, operations);
+  const notifier = createNotifier(lockClient, prefix, operations, (message) =>
+    cache.decodeAnnouncement(message),
+  );
   const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
+  const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
   // A closed client gets no commands (they would only fail) and no subscriber.
   if (client.isOpen) {
     void cache.warmUp();
@@ -199,8 +221,12 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     get tryAcquireFillLock() {
       return cache.lockUsable ? tryAcquireFillLock : undefined;
     },
+    get tryAcquireFillLockAndRead() {
+      return cache.lockUsable ? tryAcquireFillLockAndRead : undefined;
+    },
     invalidateTags: (tags) => cache.invalidateTags(tags),
-    onFillDone: (key, listener) => (pushWakeUp ? notifier.listen(key, listener) : () => {}),
+    onFillDone: (key, listener, ready) => (pushWakeUp ? notifier.listen(key, listener, ready) : () => {}),
+    hearsFillDone: (key) => pushWakeUp && notifier.hears(key),
     bus: {
       async publish(message) {
         await operations.call('publish', undefined, () => lockClient.publish(channel, message));

@@ -1,11 +1,20 @@
-import type { CacheBusHandlers, FillOutcome } from '@stampede/core/adapter';
+import type { CacheBusHandlers, FillAnnouncement, FillOutcome } from '@stampede/core/adapter';
 import { busChannel, callSafely, type OperationRunner, remoteKeys } from '@stampede/redis-protocol';
 import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
 
 /** Push wake-up: one subscriber connection per cache, shared by every waiting key. */
 export interface Notifier {
-  /** Calls `listener` when a fill of `key` ends on any replica; returns the function that stops it. */
-  listen(key: string, listener: (outcome: FillOutcome) => void): () => void;
+  /**
+   * Calls `listener` when a fill of `key` ends on any replica (with what the announcement carried);
+   * returns the function that stops it. `ready` is called once SUBSCRIBE is acknowledged (at once
+   * when the channel already was); never when the subscription fails (the waiter polls).
+   */
+  listen(key: string, listener: FillListener, ready?: () => void): () => void;
+  /**
+   * True when `key`'s channel is subscribed and acknowledged on a connection that has not dropped
+   * since: a channel stays subscribed after its last listener left (see {@link LINGERING_CHANNELS}).
+   */
+  hears(key: string): boolean;
   /** Opens the subscriber connection now (unless closed), so the first wait does not pay for it. */
   warm(): void;
   /**
@@ -19,7 +28,28 @@ export interface Notifier {
   close(): void;
 }
 
-type Listeners = Set<(outcome: FillOutcome) => void>;
+/** A waiter's listener: the outcome, and what the announcement carried (the holder's value). */
+export type FillListener = (outcome: FillOutcome, announced?: FillAnnouncement) => void;
+
+/** Reads a message of a key's channel (`decodeAnnouncement` of the protocol cache). */
+export type AnnouncementDecoder = (
+  message: string,
+) => { readonly outcome: FillOutcome; readonly announced?: FillAnnouncement | undefined } | undefined;
+
+/** The waiters of one channel, and whether Redis has acknowledged its SUBSCRIBE yet. */
+interface Listeners {
+  readonly listeners: Set<FillListener>;
+  subscribed: boolean;
+  /** `ready` callbacks of waiters that arrived before the acknowledgement. */
+  readonly pending: (() => void)[];
+}
+
+/**
+ * How many channels with no waiter left stay subscribed (the least recently waited on is
+ * unsubscribed first), so that a key's next herd neither subscribes again nor needs a confirming
+ * read (its losers listen before their lock attempt).
+ */
+export const LINGERING_CHANNELS = 1_000;
 
 /**
  * A notifier on `client` (the cache's lock client: fill ends are published where the locks live).
@@ -32,8 +62,13 @@ export function createNotifier(
   client: NodeRedisClient,
   prefix: string,
   operations: OperationRunner,
+  decode: AnnouncementDecoder,
 ): Notifier {
   const channels = new Map<string, Listeners>();
+  // Channels with no listener left, still subscribed, least recently used first.
+  const lingering = new Set<string>();
+  // The subscriber is connected and has re-subscribed (node-redis does so before 'ready').
+  let up = false;
   let subscriber: { connection: NodeRedisSubscriber; connected: Promise<unknown> } | undefined;
   let closed = false;
   const bus = busChannel(prefix);
@@ -58,10 +93,14 @@ export function createNotifier(
 
   // node-redis hands each subscription its own listener: one dispatcher serves every channel.
   const dispatch = (message: string, channel: string): void => {
-    if (message !== 'filled' && message !== 'failed') return;
-    for (const listener of [...(channels.get(channel) ?? [])]) {
+    const listeners = channels.get(channel)?.listeners;
+    // A lingering channel's announcements go unread: nobody waits.
+    if (listeners === undefined || listeners.size === 0) return;
+    const heard = decode(message);
+    if (heard === undefined) return;
+    for (const listener of [...listeners]) {
       try {
-        listener(message);
+        listener(heard.outcome, heard.announced);
       } catch {
         // One waiter's listener must not keep the others asleep.
       }
@@ -73,6 +112,8 @@ export function createNotifier(
     const current = subscriber;
     subscriber = undefined;
     channels.clear();
+    lingering.clear();
+    up = false;
     busLost();
     busState = 'idle';
     client.off('end', drop);
@@ -89,10 +130,14 @@ export function createNotifier(
     // re-subscribes on its own, and waiters poll meanwhile.
     connection.on('error', () => {});
     connection.on('reconnecting', () => {
-      if (subscriber?.connection === connection) busLost();
+      if (subscriber?.connection !== connection) return;
+      up = false;
+      busLost();
     });
     connection.on('ready', () => {
-      if (subscriber?.connection === connection && busState === 'lost') busAcknowledged();
+      if (subscriber?.connection !== connection) return;
+      up = true;
+      if (busState === 'lost') busAcknowledged();
     });
     connection.on('end', () => {
       // Ended on its own (its reconnect strategy gave up): the next `listen` opens a new one.
@@ -112,29 +157,69 @@ export function createNotifier(
   };
 
   return {
-    listen(key, listener) {
+    listen(key, listener, ready) {
       if (closed) return () => {};
       const { channel } = remoteKeys(prefix, key);
-      let listeners = channels.get(channel);
-      if (listeners === undefined) {
+      let entry = channels.get(channel);
+      if (entry !== undefined) lingering.delete(channel);
+      else {
         const current = connect();
         if (current === undefined) return () => {};
-        listeners = new Set();
-        channels.set(channel, listeners);
-        send('subscribe', key, async () => {
-          await current.connected;
-          await current.connection.subscribe(channel, dispatch);
-        });
+        const created: Listeners = { listeners: new Set(), subscribed: false, pending: [] };
+        entry = created;
+        channels.set(channel, created);
+        operations
+          .call('subscribe', key, async () => {
+            await current.connected;
+            await current.connection.subscribe(channel, dispatch);
+          })
+          .then(
+            () => {
+              // Dropped or unsubscribed meanwhile: nobody is listening on this entry any more.
+              if (channels.get(channel) !== created) return;
+              created.subscribed = true;
+              for (const confirm of created.pending.splice(0)) callSafely(confirm);
+            },
+            (error: unknown) => {
+              created.pending.length = 0;
+              // Forgotten, so the next waiter subscribes again.
+              if (channels.get(channel) === created && created.listeners.size === 0) {
+                channels.delete(channel);
+                lingering.delete(channel);
+              }
+              operations.report('subscribe', key, error);
+            },
+          );
       }
-      const own = listeners;
-      own.add(listener);
+      const own = entry;
+      own.listeners.add(listener);
+      if (ready !== undefined) {
+        // Already subscribed for another waiter: this listener hears from now on.
+        if (own.subscribed) callSafely(ready);
+        else own.pending.push(ready);
+      }
       return () => {
-        if (!own.delete(listener) || own.size !== 0 || channels.get(channel) !== own) return;
-        channels.delete(channel);
+        if (!own.listeners.delete(listener) || own.listeners.size !== 0) return;
+        if (channels.get(channel) !== own) return;
+        own.pending.length = 0;
         const current = subscriber;
-        if (closed || current === undefined) return;
-        send('unsubscribe', key, () => current.connection.unsubscribe(channel));
+        if (closed || current === undefined) {
+          channels.delete(channel);
+          return;
+        }
+        // Kept subscribed for the key's next herd; the least recently used beyond the bound goes.
+        lingering.add(channel);
+        if (lingering.size <= LINGERING_CHANNELS) return;
+        const [oldest] = lingering;
+        if (oldest === undefined) return;
+        lingering.delete(oldest);
+        channels.delete(oldest);
+        send('unsubscribe', key, () => current.connection.unsubscribe(oldest));
       };
+    },
+    hears(key) {
+      if (closed || !up) return false;
+      return channels.get(remoteKeys(prefix, key).channel)?.subscribed === true;
     },
     warm() {
       if (!closed) connect();

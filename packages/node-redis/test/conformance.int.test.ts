@@ -19,7 +19,17 @@ function cacheOn(prefix: string): NodeRedisCache {
 describeCacheConformance({
   name: 'node-redis',
   clock: 'real',
-  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true, bus: true },
+  capabilities: {
+    lock: true,
+    extend: true,
+    push: true,
+    sync: false,
+    roundTrip: true,
+    tags: true,
+    bus: true,
+    lockAndRead: true,
+    commit: true,
+  },
   async create() {
     client ??= await connectedClient();
     // A prefix per cache: the suite checks that two instances never see each other.

@@ -1,4 +1,5 @@
 import { type AddressInfo, createServer } from 'node:net';
+import { getOrComputeWith, statsByCache } from '@stampede/core';
 import { randomPrefix, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
@@ -100,5 +101,61 @@ describe('the subscriber connection', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(await connectionsNamed(name)).toBe(1);
     client.destroy();
+  });
+});
+
+describe('push wake-up with the value', () => {
+  it("a loser on a lingering channel hears first, and takes the holder's value from the announcement: read and lock attempt only", async () => {
+    const prefix = randomPrefix('nr-announce');
+    const holderClient = await connectedClient();
+    const loserClient = await connectedClient();
+    const holder = createNodeRedisCache({ client: holderClient, prefix, name: 'nr-announce-holder' });
+    const loser = createNodeRedisCache({ client: loserClient, prefix, name: 'nr-announce-loser' });
+    try {
+      // A waiter before: `ready` once SUBSCRIBE is acknowledged, then the channel lingers.
+      await new Promise<void>((resolve) => {
+        const stop = loser.onFillDone(
+          'k',
+          () => {},
+          () => {
+            stop();
+            resolve();
+          },
+        );
+      });
+      await waitFor(() => loser.hearsFillDone('k'));
+      const attempts: string[] = [];
+      const get = loser.get.bind(loser);
+      const tryAcquire = loser.tryAcquireFillLockAndRead?.bind(loser);
+      const counted = {
+        ...loser,
+        get: (key: string) => {
+          attempts.push('read');
+          return get(key);
+        },
+        tryAcquireFillLockAndRead: (key: string, ttl: number) => {
+          attempts.push('lock-and-read');
+          // biome-ignore lint/style/noNonNullAssertion: the cache has the capability
+          return tryAcquire!(key, ttl);
+        },
+        hearsFillDone: (key: string) => loser.hearsFillDone(key),
+        onFillDone: loser.onFillDone.bind(loser),
+      };
+      const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 2_000 };
+      let loserCall: Promise<unknown> | undefined;
+      const held = await getOrComputeWith(holder, 'k', options, async () => {
+        loserCall = getOrComputeWith(counted, 'k', options, () => 'loser');
+        await waitFor(() => statsByCache()['nr-announce-loser']?.lockContended === 1);
+        return { by: 'holder' };
+      });
+      expect(held).toEqual({ by: 'holder' });
+      expect(await loserCall).toEqual({ by: 'holder' });
+      expect(attempts).toEqual(['read', 'lock-and-read']);
+    } finally {
+      await holder.close();
+      await loser.close();
+      holderClient.destroy();
+      loserClient.destroy();
+    }
   });
 });

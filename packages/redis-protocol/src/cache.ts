@@ -1,7 +1,10 @@
 import {
   type CacheEntry,
   type CacheSetOptions,
+  type FillAnnouncement,
   type FillLock,
+  type FillLockAttempt,
+  type FillOutcome,
   messageOf,
   roundTripValue,
   type Serializer,
@@ -10,8 +13,9 @@ import type { RedisProtocolClient } from './client.js';
 import type { RedisProtocolContext } from './context.js';
 import type { RedisProtocolErrorFactory } from './errors.js';
 import { checkEvictionPolicy } from './eviction.js';
-import { acquireFillLock } from './fill-lock.js';
+import { acquireFillLock, acquireFillLockAndRead, type FillLockWriter } from './fill-lock.js';
 import {
+  ANNOUNCED_PREFIX,
   createServerClock,
   decodeStored,
   prefixPinsSlot,
@@ -22,11 +26,13 @@ import {
   type WriteGuardArgs,
 } from './layout.js';
 import {
+  COMMIT_SCRIPT,
   DELETE_SCRIPT,
   EXTEND_SCRIPT,
   GET_SCRIPT,
   GET_SCRIPT_WITHOUT_FLAGS,
   INVALIDATE_TAGS_SCRIPT,
+  LOCK_AND_READ_SCRIPT,
   type LuaScript,
   RELEASE_SCRIPT,
   TIME_SCRIPT,
@@ -63,8 +69,27 @@ export interface RedisProtocolCache {
   delete(key: string): Promise<void>;
   /** `value` through the serializer and back: what a later `get` returns for it. */
   roundTrip(value: unknown): unknown;
-  /** `SET NX PX` with a random token; `undefined` when another holder has the lock. */
+  /**
+   * `SET NX PX` with a random token; `undefined` when another holder has the lock. Where the lock
+   * lives with the values, the lock can `commit` (write, release and announce in one script).
+   */
   tryAcquireFillLock(key: string, ttl: number): Promise<FillLock | undefined>;
+  /**
+   * The lock attempt and a read of the entry in one round trip: one script ({@link
+   * LOCK_AND_READ_SCRIPT}) where the lock lives with the values, else `SET NX PX` on the lock client
+   * and the read on the value client in parallel. A read that fails there is reported and taken as a
+   * miss (the lock attempt stands).
+   */
+  tryAcquireFillLockAndRead(key: string, ttl: number): Promise<FillLockAttempt>;
+  /**
+   * What a message of a key's `:done` channel says: the outcome, and the entry it carries
+   * (`filled|<holder token>|<stored text>`, from a commit) on this process's clock, or `undefined`
+   * for a message that is not an announcement. An entry that cannot be decoded (or a server clock
+   * not measured yet) is left out: the waiter reads the key.
+   */
+  decodeAnnouncement(
+    message: unknown,
+  ): { readonly outcome: FillOutcome; readonly announced?: FillAnnouncement | undefined } | undefined;
   /**
    * Records Redis's time as the invalidation time of each tag (one key per tag, never a scan):
    * entries carrying one of them created at or before it read as misses from then on.
@@ -123,8 +148,10 @@ export function createRedisProtocolCache(
   };
   // Cluster without a slot-pinning prefix, or no scripts allowed: GET, then (only for a tagged
   // entry) its tags' keys.
-  const readApart = async (key: string): Promise<unknown> => {
-    const stored = await client.get(remoteKeys(prefix, key).value);
+  const readApart = async (key: string): Promise<unknown> =>
+    checkTagsApart(await client.get(remoteKeys(prefix, key).value));
+  // `stored` unless it is a tagged entry one of whose tags was invalidated since (then `null`).
+  const checkTagsApart = async (stored: unknown): Promise<unknown> => {
     const header = typeof stored === 'string' ? TAGGED_HEADER.exec(stored) : null;
     if (header === null) return stored;
     const createdAt = Number(header[1] ?? header[2]);
@@ -133,30 +160,58 @@ export function createRedisProtocolCache(
     return times.some((at) => at !== null && at !== undefined && Number(at) >= createdAt) ? null : stored;
   };
 
-  return {
-    async get(key) {
-      // Started before the GET so that, on first use, both travel together.
-      const offset = clock.current();
-      const sentAt = Date.now();
-      const stored = await operations.call(
-        'get',
-        key,
-        () => (tagsApart || !context.access.scripts ? readApart(key) : read(key)),
-        (late) => slowReads.late(key, late, Date.now() - sentAt),
+  // The stored text of `key` as an entry on this process's clock; an undecodable one is reported
+  // and read as a miss.
+  const decode = (key: string, stored: unknown, offset: number): CacheEntry | undefined => {
+    try {
+      return decodeStored(stored, serializer, offset);
+    } catch (cause) {
+      const error = createError(
+        'E_STAMPEDE_BACKEND_DECODE',
+        `cannot decode the entry of '${key}' (read as a miss): ${messageOf(cause)}`,
+        { key, cause },
       );
-      slowReads.answered(key);
-      try {
-        return decodeStored(stored, serializer, await offset);
-      } catch (cause) {
-        const error = createError(
-          'E_STAMPEDE_BACKEND_DECODE',
-          `cannot decode the entry of '${key}' (read as a miss): ${messageOf(cause)}`,
-          { key, cause },
-        );
-        operations.report('decode', key, error);
-        return undefined;
-      }
-    },
+      operations.report('decode', key, error);
+      return undefined;
+    }
+  };
+  // A lock on the value client can commit; on a separate lock client the write and the release go
+  // to two servers, one after the other.
+  const writer: FillLockWriter | undefined =
+    context.lockClient === client
+      ? {
+          async args(key, entry, { ttl, direct }) {
+            const offset = await clock.current();
+            try {
+              return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
+            } catch (cause) {
+              throw createError(
+                'E_STAMPEDE_BACKEND_ENCODE',
+                `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
+                { key, cause },
+              );
+            }
+          },
+          tagPrefix: tagsApart ? '' : prefix,
+        }
+      : undefined;
+
+  const get = async (key: string): Promise<CacheEntry | undefined> => {
+    // Started before the GET so that, on first use, both travel together.
+    const offset = clock.current();
+    const sentAt = Date.now();
+    const stored = await operations.call(
+      'get',
+      key,
+      () => (tagsApart || !context.access.scripts ? readApart(key) : read(key)),
+      (late) => slowReads.late(key, late, Date.now() - sentAt),
+    );
+    slowReads.answered(key);
+    return decode(key, stored, await offset);
+  };
+
+  return {
+    get,
     async set(key, entry, { ttl, direct }) {
       const offset = await clock.current();
       let args: WriteGuardArgs;
@@ -189,7 +244,49 @@ export function createRedisProtocolCache(
       return roundTripValue(value, serializer);
     },
     tryAcquireFillLock(key, ttl) {
-      return acquireFillLock(context, key, ttl);
+      return acquireFillLock(context, key, ttl, writer);
+    },
+    async tryAcquireFillLockAndRead(key, ttl) {
+      if (writer === undefined) {
+        // Two servers: the lock and the read travel in parallel (one round-trip time).
+        const [lock, entry] = await Promise.all([
+          acquireFillLock(context, key, ttl),
+          get(key).catch((error: unknown) => {
+            operations.report('get', key, error);
+            return undefined;
+          }),
+        ]);
+        return { lock, entry };
+      }
+      const offset = clock.current();
+      const { lock, holder, stored } = await acquireFillLockAndRead(
+        context,
+        key,
+        ttl,
+        LOCK_AND_READ_SCRIPT,
+        writer,
+      );
+      // In a Cluster whose prefix does not pin the slot, the script could not read a tagged entry's
+      // tags: they are read apart (a tagged entry only).
+      const visible = tagsApart ? await checkTagsApart(stored) : stored;
+      return { lock, entry: decode(key, visible, await offset), holder };
+    },
+    decodeAnnouncement(message) {
+      if (message === 'filled' || message === 'failed') return { outcome: message };
+      if (typeof message !== 'string' || !message.startsWith(ANNOUNCED_PREFIX)) return undefined;
+      const end = message.indexOf('|', ANNOUNCED_PREFIX.length);
+      if (end === -1) return { outcome: 'filled' };
+      const holder = message.slice(ANNOUNCED_PREFIX.length, end);
+      const offset = clock.offset;
+      if (offset === undefined) return { outcome: 'filled' };
+      let entry: CacheEntry | undefined;
+      try {
+        entry = decodeStored(message.slice(end + 1), serializer, offset);
+      } catch {
+        // Read by the waiter instead, which reports it if it still cannot be decoded.
+        entry = undefined;
+      }
+      return { outcome: 'filled', announced: { holder, entry } };
     },
     async invalidateTags(tags) {
       // One script per tag: a tag's key is in its own slot in a Cluster (a few parallel calls).
@@ -218,6 +315,8 @@ const TAGGED_HEADER = /^(?:s1t\|(-?\d+)\|\d*\|\d*\||s2t\|(-?\d+)\|\d*\|\d*\|\d+\
 
 // Every read runs GET_SCRIPT (see `read`), so it is loaded with the writes' scripts.
 const VALUE_SCRIPTS: readonly LuaScript[] = [GET_SCRIPT, WRITE_SCRIPT, DELETE_SCRIPT, TIME_SCRIPT];
+// Where the lock lives with the values: its attempt reads, and its commit writes.
+const COMBINED_SCRIPTS: readonly LuaScript[] = [LOCK_AND_READ_SCRIPT, COMMIT_SCRIPT];
 // A server before Redis 7 cannot compile GET_SCRIPT's flags: not a fault (reads then send it
 // without them).
 const FLAGS_REFUSED = /compil|shebang|unexpected symbol/i;
@@ -250,7 +349,7 @@ async function warmUp(context: RedisProtocolContext, measureClock: () => unknown
   };
   // Sent in this order on each connection, so the EVALSHAs below find their scripts loaded.
   const loaded = [
-    ...load(client, separate ? VALUE_SCRIPTS : [...VALUE_SCRIPTS, ...LOCK_SCRIPTS]),
+    ...load(client, separate ? VALUE_SCRIPTS : [...VALUE_SCRIPTS, ...COMBINED_SCRIPTS, ...LOCK_SCRIPTS]),
     ...(separate ? load(lockClient, [...LOCK_SCRIPTS, TIME_SCRIPT]) : []),
   ];
   // The clock's first measurement runs a script on the value client: a refusal shows here, before

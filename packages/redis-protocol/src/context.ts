@@ -1,7 +1,7 @@
 import { createServerAccess, type ServerAccess } from './access.js';
 import type { RedisProtocolClient } from './client.js';
 import type { OperationRunner } from './operation.js';
-import { createScriptRunner, RELEASE_SCRIPT, type ScriptRunner } from './scripts.js';
+import { createScriptRunner, type ScriptRunner } from './scripts.js';
 
 /** What the parts of one Redis-protocol cache share. */
 export interface RedisProtocolContext {
@@ -27,15 +27,17 @@ export interface RedisProtocolContext {
 
 /**
  * `runner` with every failure shown to `access`, so a refused script turns scripting off. A release
- * that announces an outcome is left to its caller: the refusal may be the PUBLISH alone (the lock is
- * deleted before it), which the caller tells apart by releasing again without announcing.
+ * or a commit that announces an outcome is left to its caller: the refusal may be the PUBLISH alone
+ * (the lock is deleted before it), which the caller tells apart by running it again without
+ * announcing.
  */
 function watched(runner: ScriptRunner, access: ServerAccess): ScriptRunner {
   return async (script, keys, args) => {
     try {
       return await runner(script, keys, args);
     } catch (error) {
-      if (!(script === RELEASE_SCRIPT && args[1] !== '')) access.scriptFailed(error);
+      const announcing = script.announcement !== undefined && (args[script.announcement] ?? '') !== '';
+      if (!announcing) access.scriptFailed(error);
       throw error;
     }
   };

@@ -1,18 +1,46 @@
-import type { FillLock, FillOutcome } from '@stampede/core/adapter';
+import type { CacheEntry, CacheSetOptions, FillLock, FillOutcome } from '@stampede/core/adapter';
 import { isPermissionError } from './access.js';
 import type { RedisProtocolContext } from './context.js';
-import { pxArgument, remoteKeys } from './layout.js';
-import { EXTEND_SCRIPT, RELEASE_SCRIPT } from './scripts.js';
+import { ANNOUNCED_VALUE_LIMIT, pxArgument, remoteKeys, type WriteGuardArgs } from './layout.js';
+import { COMMIT_SCRIPT, EXTEND_SCRIPT, type LuaScript, RELEASE_SCRIPT } from './scripts.js';
 import { randomToken } from './web-crypto.js';
+
+/**
+ * What a lock handle needs to commit (write, release and announce in one script): only given where
+ * the lock lives with the values (no separate lock client).
+ */
+export interface FillLockWriter {
+  /**
+   * The write guard's arguments for `entry` (see `remoteWriteArgs`).
+   * @throws the cache's encode error for a value the serializer refuses
+   */
+  args(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<WriteGuardArgs>;
+  /**
+   * The prefix the commit script reads tags' keys under, to leave a tag-invalidated entry out of
+   * the announcement; `''` where it cannot (a Cluster whose prefix does not pin the slot): tagged
+   * entries are then announced without their value.
+   */
+  readonly tagPrefix: string;
+}
 
 /**
  * The handle of a lock on `key` held with `token` (on the context's lock client). `release` deletes
  * the lock only if `token` still owns it and announces the outcome on the key's channel in the same
  * script (even when the lock had lapsed: the fill did end, and waiters re-check either way); it is
  * handed to `waitUntil`. Once Redis has refused the PUBLISH, releases stop announcing.
+ *
+ * With `writer` (the lock lives with the values), the handle also has `commit`: the write guard, the
+ * compare-and-delete of the lock and the announcement in one script ({@link COMMIT_SCRIPT}); the
+ * announcement carries the stored text up to {@link ANNOUNCED_VALUE_LIMIT} bytes, naming `token` as
+ * its holder. A commit that fails leaves `release` usable.
  */
-export function fillLockHandle(context: RedisProtocolContext, key: string, token: string): FillLock {
-  const { lock, channel } = remoteKeys(context.prefix, key);
+export function fillLockHandle(
+  context: RedisProtocolContext,
+  key: string,
+  token: string,
+  writer?: FillLockWriter,
+): FillLock {
+  const { value, lock, channel } = remoteKeys(context.prefix, key);
   const { operations, runLockScript, access } = context;
   let released = false;
   const release = (announce: string): Promise<unknown> =>
@@ -30,7 +58,7 @@ export function fillLockHandle(context: RedisProtocolContext, key: string, token
       access.publishRefused(error);
     }
   };
-  return {
+  const handle: FillLock = {
     async release(outcome: FillOutcome): Promise<void> {
       if (released) return;
       released = true;
@@ -44,6 +72,47 @@ export function fillLockHandle(context: RedisProtocolContext, key: string, token
       return Number(held) === 1;
     },
   };
+  if (writer === undefined) return handle;
+  const commitOnce = async (entry: CacheEntry, options: CacheSetOptions): Promise<boolean> => {
+    const args = await writer.args(key, entry, options);
+    const run = (announce: string): Promise<unknown> =>
+      operations.call('commit', key, () =>
+        context.runScript(
+          COMMIT_SCRIPT,
+          [value, lock, channel],
+          [
+            args.text,
+            args.createdAt,
+            args.px,
+            args.direct ?? '',
+            token,
+            announce,
+            writer.tagPrefix,
+            String(ANNOUNCED_VALUE_LIMIT),
+          ],
+        ),
+      );
+    const announce = access.publish ? 'filled' : '';
+    let wrote: unknown;
+    try {
+      wrote = await run(announce);
+    } catch (error) {
+      if (announce === '' || !isPermissionError(error)) throw error;
+      // The PUBLISH comes last: refused alone, the write and the release were made. Run again
+      // without it (the write is the same entry, which the guard lets through again).
+      wrote = await run('');
+      access.publishRefused(error);
+    }
+    // Only now: a commit that failed leaves `release` to the core.
+    released = true;
+    // The script answers 0 when the guard refused the write (a newer entry or tombstone is there).
+    return !(wrote === 0 || wrote === '0');
+  };
+  handle.commit = async (entry, options) => {
+    if (released) throw new Error(`the fill lock of '${key}' was already released: nothing to commit`);
+    return operations.keepAlive(commitOnce(entry, options));
+  };
+  return handle;
 }
 
 /**
@@ -56,6 +125,7 @@ export async function acquireFillLock(
   context: RedisProtocolContext,
   key: string,
   ttl: number,
+  writer?: FillLockWriter,
 ): Promise<FillLock | undefined> {
   const { lock, channel } = remoteKeys(context.prefix, key);
   const token = randomToken();
@@ -71,5 +141,53 @@ export async function acquireFillLock(
       }
     },
   );
-  return granted === 'OK' ? fillLockHandle(context, key, token) : undefined;
+  return granted === 'OK' ? fillLockHandle(context, key, token, writer) : undefined;
+}
+
+/** What {@link acquireFillLockAndRead} found: the lock (or not), its holder, the stored text. */
+export interface LockAndRead {
+  /** The lock, or `undefined` when another holder has it. */
+  readonly lock: FillLock | undefined;
+  /** The token of the lock's holder (ours when granted), as the holder's announcement names it. */
+  readonly holder: string | undefined;
+  /** What a tag-checked read gives (see `LOCK_AND_READ_LUA`): text, or `null` for nothing. */
+  readonly stored: unknown;
+}
+
+/**
+ * The lock attempt and the read of the entry in one script (`script`, {@link
+ * LOCK_AND_READ_SCRIPT}), on the value client (the lock lives there). A grant that answers only after
+ * `operationTimeout` is released at once, as {@link acquireFillLock} does.
+ */
+export async function acquireFillLockAndRead(
+  context: RedisProtocolContext,
+  key: string,
+  ttl: number,
+  script: LuaScript,
+  writer: FillLockWriter,
+): Promise<LockAndRead> {
+  const { value, lock, channel } = remoteKeys(context.prefix, key);
+  const token = randomToken();
+  const reply = await context.operations.call(
+    'lock',
+    key,
+    () => context.runScript(script, [value, lock], [token, pxArgument(ttl), writer.tagPrefix]),
+    (late) => {
+      if (granted(late)) {
+        context.runScript(RELEASE_SCRIPT, [lock, channel], [token, '']).catch(() => {
+          // It lapses after its TTL anyway.
+        });
+      }
+    },
+  );
+  const [, holder, stored] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  return {
+    lock: granted(reply) ? fillLockHandle(context, key, token, writer) : undefined,
+    holder: typeof holder === 'string' && holder.length !== 0 ? holder : undefined,
+    stored: stored ?? null,
+  };
+}
+
+function granted(reply: unknown): boolean {
+  return Array.isArray(reply) && Number(reply[0]) === 1;
 }

@@ -17,15 +17,25 @@ export {
   type RedisProtocolErrorOptions,
 } from './errors.js';
 export { checkEvictionPolicy, evictionRisk } from './eviction.js';
-export { acquireFillLock, fillLockHandle } from './fill-lock.js';
 export {
+  acquireFillLock,
+  acquireFillLockAndRead,
+  type FillLockWriter,
+  fillLockHandle,
+  type LockAndRead,
+} from './fill-lock.js';
+export {
+  ANNOUNCED_PREFIX,
+  ANNOUNCED_VALUE_LIMIT,
   busChannel,
+  COMMIT_LUA,
   checkRemotePrefix,
   createServerClock,
   DELETE_LUA,
   decodeStored,
   EXTEND_LOCK_LUA,
   INVALIDATE_TAGS_LUA,
+  LOCK_AND_READ_LUA,
   MAX_PX,
   NO_WRITES,
   prefixPinsSlot,
@@ -60,12 +70,14 @@ export {
   type RedisProtocolOptions,
 } from './options.js';
 export {
+  COMMIT_SCRIPT,
   createScriptRunner,
   DELETE_SCRIPT,
   EXTEND_SCRIPT,
   GET_SCRIPT,
   GET_SCRIPT_WITHOUT_FLAGS,
   INVALIDATE_TAGS_SCRIPT,
+  LOCK_AND_READ_SCRIPT,
   type LuaScript,
   RELEASE_SCRIPT,
   type ScriptRunner,

@@ -456,3 +456,81 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 `.trim();
+
+// Lua: whether a stored value `v` (an envelope) reads as an entry once its tags are checked, like
+// TAGGED_GET_LUA: true for an untagged envelope or one none of whose tags was invalidated at or after
+// its createdAt, false for an invalidated one, nil for a tagged one when `prefix` is '' (its tags
+// are read apart, by the adapter, in a Cluster whose prefix does not pin the slot).
+const VISIBLE_LUA = `
+local function visible(v, prefix)
+  local created, tags = string.match(v, '^s1t|(%-?%d+)|%d*|%d*|([^|]*)|')
+  if not created then created, tags = string.match(v, '^s2t|(%-?%d+)|%d*|%d*|%d+|([^|]*)|') end
+  if not created then return true end
+  if prefix == '' then return nil end
+  created = tonumber(created)
+  for enc in string.gmatch(tags, '[^,]+') do
+    local at = tonumber(redis.call('GET', prefix .. '{' .. enc .. '}:tag'))
+    if at and at >= created then return false end
+  end
+  return true
+end
+`.trim();
+
+/**
+ * Lua: KEYS[1] value key, KEYS[2] lock key; ARGV[1] token, ARGV[2] the lock's PX, ARGV[3] the prefix
+ * ('' to leave a tagged entry's tags to the caller). Tries `SET lock token NX PX` and reads the entry
+ * in the same step: one round trip for a holder's lock and its double-check read, or for a loser's
+ * attempt and a look at what is there. Returns `{granted, holder, value}`: `granted` 1 or 0, `holder`
+ * the token that holds the lock now (ours when granted), `value` what {@link TAGGED_GET_LUA} would
+ * return (nil for nothing or a tag-invalidated entry; a tombstone is returned as it is, and read as
+ * a miss by the adapter; with ARGV[3] '' a tagged entry is returned unchecked).
+ */
+export const LOCK_AND_READ_LUA = `
+${VISIBLE_LUA}
+local granted = redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
+local holder = ARGV[1]
+if not granted then holder = redis.call('GET', KEYS[2]) or '' end
+local v = redis.call('GET', KEYS[1])
+if v and ARGV[3] ~= '' and visible(v, ARGV[3]) == false then v = false end
+return {granted and 1 or 0, holder, v}
+`.trim();
+
+/**
+ * The longest stored text (in bytes) that an announcement of a fill's end carries, so that a woken
+ * waiter need not read the key: 64 KiB. A larger entry is announced as the bare outcome, and the
+ * waiters read it (every replica waiting on the key receives the announcement, so a bound keeps a
+ * large value from being pushed to each of them on top of the reads they would make anyway).
+ */
+export const ANNOUNCED_VALUE_LIMIT = 65_536;
+
+/** What an announcement carrying a value starts with: `filled|<holder token>|<stored text>`. */
+export const ANNOUNCED_PREFIX = 'filled|';
+
+/**
+ * Lua: KEYS[1] value key, KEYS[2] lock key, KEYS[3] channel; ARGV[1] to ARGV[4] those of
+ * {@link WRITE_GUARD_LUA} (envelope, createdAt, PX, direct), ARGV[5] the lock's token, ARGV[6] the
+ * announcement ('' for none, else 'filled'), ARGV[7] the prefix ('' to leave tagged entries out of
+ * announcements), ARGV[8] the longest text an announcement carries. A holder's commit in one round
+ * trip: the guarded write (refused, as ever, by a newer entry or tombstone), then the lock's
+ * compare-and-delete (only this token's lock: a lapsed holder never frees the next one's), then the
+ * announcement. The announcement carries what a read of the key gives now (`filled|<token>|<text>`,
+ * the written entry or the newer one that refused it, tags checked) when that fits in ARGV[8] bytes,
+ * else the bare `filled`. Returns 1 when written, 0 when refused.
+ */
+export const COMMIT_LUA = `
+${VISIBLE_LUA}
+local function write()
+${WRITE_GUARD_LUA}
+end
+local wrote = write()
+if redis.call('GET', KEYS[2]) == ARGV[5] then redis.call('DEL', KEYS[2]) end
+if ARGV[6] ~= '' then
+  local message = ARGV[6]
+  local v = redis.call('GET', KEYS[1])
+  if v and #v <= tonumber(ARGV[8]) and string.sub(v, 1, 2) ~= 't|' and visible(v, ARGV[7]) then
+    message = '${ANNOUNCED_PREFIX}' .. ARGV[5] .. '|' .. v
+  end
+  redis.call('PUBLISH', KEYS[3], message)
+end
+return wrote
+`.trim();

@@ -1,8 +1,10 @@
 import type { RedisProtocolClient } from './client.js';
 import {
+  COMMIT_LUA,
   DELETE_LUA,
   EXTEND_LOCK_LUA,
   INVALIDATE_TAGS_LUA,
+  LOCK_AND_READ_LUA,
   NO_WRITES,
   RELEASE_LOCK_LUA,
   SERVER_TIME_LUA,
@@ -15,6 +17,13 @@ import { webSha1 } from './web-crypto.js';
 export interface LuaScript {
   /** The script's source, exactly as sent with EVAL (its SHA-1 is what EVALSHA names). */
   readonly source: string;
+  /**
+   * The index in ARGV (from 0) of an announcement that a PUBLISH inside the script sends when it is
+   * not `''`. A failure of such a call is left to its caller (the refusal may be the PUBLISH alone,
+   * after the script's writes: the caller tells it apart by running it again without announcing),
+   * not taken as a refusal of scripts.
+   */
+  readonly announcement?: number | undefined;
 }
 
 /** Refuses a write older than the stored entry or tombstone ({@link WRITE_GUARD_LUA}). */
@@ -36,7 +45,13 @@ export const INVALIDATE_TAGS_SCRIPT: LuaScript = { source: INVALIDATE_TAGS_LUA }
 export const TIME_SCRIPT: LuaScript = { source: SERVER_TIME_LUA };
 
 /** Releases an owned lock and announces the outcome in the same script ({@link RELEASE_LOCK_LUA}). */
-export const RELEASE_SCRIPT: LuaScript = { source: RELEASE_LOCK_LUA };
+export const RELEASE_SCRIPT: LuaScript = { source: RELEASE_LOCK_LUA, announcement: 1 };
+
+/** Tries the lock and reads the entry in one script ({@link LOCK_AND_READ_LUA}). */
+export const LOCK_AND_READ_SCRIPT: LuaScript = { source: LOCK_AND_READ_LUA };
+
+/** A holder's write, release and announcement in one script ({@link COMMIT_LUA}). */
+export const COMMIT_SCRIPT: LuaScript = { source: COMMIT_LUA, announcement: 5 };
 
 /** Extends the lock only for its owner ({@link EXTEND_LOCK_LUA}). */
 export const EXTEND_SCRIPT: LuaScript = { source: EXTEND_LOCK_LUA };

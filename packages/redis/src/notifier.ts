@@ -1,4 +1,4 @@
-import type { CacheBusHandlers, FillOutcome } from '@stampede/core/adapter';
+import type { CacheBusHandlers, FillAnnouncement, FillOutcome } from '@stampede/core/adapter';
 import { busChannel, callSafely } from '@stampede/redis-protocol';
 import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
@@ -11,7 +11,13 @@ export interface Notifier {
    * `ready` is called once SUBSCRIBE is acknowledged (at once when the channel already was, for
    * another waiter); never when the subscription fails (the waiter polls).
    */
-  listen(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  listen(key: string, listener: FillListener, ready?: () => void): () => void;
+  /**
+   * True when `key`'s channel is subscribed, acknowledged, and the connection has not dropped since
+   * (a listener added now hears every announcement from now on). A channel stays subscribed for a
+   * while after its last listener left (see {@link LINGERING_CHANNELS}).
+   */
+  hears(key: string): boolean;
   /** Opens the subscriber connection now (unless closed), so the first wait does not pay for it. */
   warm(): void;
   /**
@@ -24,17 +30,30 @@ export interface Notifier {
   close(): Promise<void>;
 }
 
+/** A waiter's listener: the outcome, and what the announcement carried (the holder's value). */
+export type FillListener = (outcome: FillOutcome, announced?: FillAnnouncement) => void;
+
+/** Reads a message of a key's channel (`decodeAnnouncement` of the protocol cache). */
+export type AnnouncementDecoder = (
+  message: string,
+) => { readonly outcome: FillOutcome; readonly announced?: FillAnnouncement | undefined } | undefined;
+
 /** The waiters of one channel, and whether Redis has acknowledged its SUBSCRIBE yet. */
 interface Listeners {
-  readonly listeners: Set<(outcome: FillOutcome) => void>;
+  readonly listeners: Set<FillListener>;
   subscribed: boolean;
   /** `ready` callbacks of waiters that arrived before the acknowledgement. */
   readonly pending: (() => void)[];
 }
 
-function isOutcome(message: string): message is FillOutcome {
-  return message === 'filled' || message === 'failed';
-}
+/**
+ * How many channels with no waiter left stay subscribed (the least recently waited on is
+ * unsubscribed first). A key refilled while its channel lingers needs no SUBSCRIBE, and its losers
+ * start listening before their lock attempt, so they need no confirming read: a hot key's herd costs
+ * each loser two round trips. Each lingering channel costs Redis one subscription of this connection,
+ * and this process the announcements of that key's fills.
+ */
+export const LINGERING_CHANNELS = 1_000;
 
 /**
  * A notifier on `context.lockClient` (the client itself unless the cache was given a separate lock
@@ -45,8 +64,12 @@ function isOutcome(message: string): message is FillOutcome {
  * retry strategy that gave up; a `Cluster` ends the same way), the subscriber is disconnected too,
  * so a process whose owner closed its clients can exit without also calling `cache.close()`.
  */
-export function createNotifier(context: RedisContext): Notifier {
+export function createNotifier(context: RedisContext, decode: AnnouncementDecoder): Notifier {
   const channels = new Map<string, Listeners>();
+  // Channels with no listener left, still subscribed, least recently used first.
+  const lingering = new Set<string>();
+  // The subscriber's connection is up and every SUBSCRIBE resent after a reconnection acknowledged.
+  let up = false;
   let subscriber: RedisClient | undefined;
   let closed = false;
   const bus = busChannel(context.prefix);
@@ -79,6 +102,8 @@ export function createNotifier(context: RedisContext): Notifier {
     const client = subscriber;
     subscriber = undefined;
     channels.clear();
+    lingering.clear();
+    up = false;
     context.lockClient.off('end', onClientEnd);
     busLost();
     busState = 'idle';
@@ -105,10 +130,13 @@ export function createNotifier(context: RedisContext): Notifier {
         return;
       }
       const listeners = channels.get(channel)?.listeners;
-      if (listeners === undefined || !isOutcome(message)) return;
+      // A lingering channel's announcements go unread: nobody waits.
+      if (listeners === undefined || listeners.size === 0) return;
+      const heard = decode(message);
+      if (heard === undefined) return;
       for (const listener of [...listeners]) {
         try {
-          listener(message);
+          listener(heard.outcome, heard.announced);
         } catch {
           // One waiter's listener must not keep the others asleep.
         }
@@ -121,10 +149,25 @@ export function createNotifier(context: RedisContext): Notifier {
     // re-sent its SUBSCRIBEs by then), one more SUBSCRIBE of the bus channel is answered after them,
     // and its acknowledgement tells the handlers they hear again.
     created.on('close', () => {
-      if (subscriber === created) busLost();
+      if (subscriber !== created) return;
+      up = false;
+      busLost();
     });
     created.on('ready', () => {
-      if (subscriber === created) subscribeBusChannel(created);
+      if (subscriber !== created) return;
+      subscribeBusChannel(created);
+      // ioredis has re-sent the SUBSCRIBEs of the channels by now: a PING's answer follows their
+      // acknowledgements, and from then on the channels hear again.
+      context
+        .call('ping', undefined, () => created.ping())
+        .then(
+          () => {
+            if (subscriber === created && created.status === 'ready') up = true;
+          },
+          () => {
+            // Waiters listen after their lock attempt meanwhile, and read once on `ready`.
+          },
+        );
     });
     created.once('end', () => {
       // Ended on its own (its retry strategy gave up): the next `listen` opens a new one.
@@ -140,7 +183,8 @@ export function createNotifier(context: RedisContext): Notifier {
       if (closed) return () => {};
       const { channel } = redisKeys(context.prefix, key);
       let entry = channels.get(channel);
-      if (entry === undefined) {
+      if (entry !== undefined) lingering.delete(channel);
+      else {
         const client = connect();
         if (client === undefined) return () => {};
         const created: Listeners = { listeners: new Set(), subscribed: false, pending: [] };
@@ -157,6 +201,11 @@ export function createNotifier(context: RedisContext): Notifier {
             },
             (error: unknown) => {
               created.pending.length = 0;
+              // Forgotten, so the next waiter subscribes again.
+              if (channels.get(channel) === created && created.listeners.size === 0) {
+                channels.delete(channel);
+                lingering.delete(channel);
+              }
               context.report('subscribe', key, error);
             },
           );
@@ -171,16 +220,29 @@ export function createNotifier(context: RedisContext): Notifier {
       return () => {
         if (!current.listeners.delete(listener) || current.listeners.size !== 0) return;
         if (channels.get(channel) !== current) return;
-        channels.delete(channel);
         current.pending.length = 0;
-        if (closed || subscriber === undefined) return;
+        if (closed || subscriber === undefined) {
+          channels.delete(channel);
+          return;
+        }
+        // Kept subscribed for the key's next herd; the least recently used beyond the bound goes.
+        lingering.add(channel);
+        if (lingering.size <= LINGERING_CHANNELS) return;
+        const [oldest] = lingering;
+        if (oldest === undefined) return;
+        lingering.delete(oldest);
+        channels.delete(oldest);
         const client = subscriber;
         context
-          .call('unsubscribe', key, () => client.unsubscribe(channel))
+          .call('unsubscribe', key, () => client.unsubscribe(oldest))
           .catch((error: unknown) => {
             context.report('subscribe', key, error);
           });
       };
+    },
+    hears(key) {
+      if (closed || !up) return false;
+      return channels.get(redisKeys(context.prefix, key).channel)?.subscribed === true;
     },
     warm() {
       if (!closed) connect();

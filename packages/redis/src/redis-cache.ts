@@ -4,7 +4,9 @@ import type {
   CacheEntry,
   CacheSetOptions,
   Duration,
+  FillAnnouncement,
   FillLock,
+  FillLockAttempt,
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
@@ -104,6 +106,14 @@ export interface RedisCache extends Cache {
    */
   readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
+   * The lock attempt and the read of the entry in one round trip: one Lua script (`SET NX PX` and a
+   * tag-checked `GET`) where the lock lives with the values, else `SET NX PX` on the lock client and
+   * the read in parallel. A granted lock then needs no double-check read, and its `commit` writes,
+   * releases and announces in one script (not with a separate `lockClient`). `undefined` when
+   * `tryAcquireFillLock` is.
+   */
+  readonly tryAcquireFillLockAndRead?: ((key: string, ttl: number) => Promise<FillLockAttempt>) | undefined;
+  /**
    * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
    * kept without expiry): entries carrying the tag created before it read as misses on every
    * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
@@ -112,8 +122,17 @@ export interface RedisCache extends Cache {
   /**
    * Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`); calls
    * `ready` once the SUBSCRIBE is acknowledged, so the waiter reads once a fill that ended meanwhile.
+   * A holder's commit announces the stored text with the outcome (up to 64 KiB): the listener gets
+   * it decoded as `announced`. The channel stays subscribed after its last listener leaves (up to
+   * 1,000 channels, least recently used first out), so the key's next waiters hear at once.
    */
-  onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  onFillDone(
+    key: string,
+    listener: (outcome: FillOutcome, announced?: FillAnnouncement) => void,
+    ready?: () => void,
+  ): () => void;
+  /** True when `key`'s channel is already subscribed and acknowledged (see `onFillDone`). */
+  hearsFillDone(key: string): boolean;
   /**
    * The invalidation bus of `createTieredCache`: Redis pub/sub on the channel `<prefix>bus`,
    * published on the lock client (the client unless `lockClient` is given: pub/sub is per server, so
@@ -172,14 +191,15 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     'redis',
   );
   const context = createContext(client, name, prefix, operationTimeout, lockClient);
-  const notifier = createNotifier(context);
-  const channel = busChannel(prefix);
   const cache = createRedisProtocolCache(context.protocol, {
     serializer,
     tombstoneTtl,
     createError: (code, message, details) => new RedisCacheError(code, message, details),
   });
+  const notifier = createNotifier(context, (message) => cache.decodeAnnouncement(message));
+  const channel = busChannel(prefix);
   const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
+  const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
   let warm = false;
   const warmUp = (): void => {
     warm = true;
@@ -213,12 +233,18 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     get tryAcquireFillLock() {
       return cache.lockUsable ? tryAcquireFillLock : undefined;
     },
+    get tryAcquireFillLockAndRead() {
+      return cache.lockUsable ? tryAcquireFillLockAndRead : undefined;
+    },
     invalidateTags(tags) {
       if (!warm) warmUp();
       return cache.invalidateTags(tags);
     },
     onFillDone(key, listener, ready) {
       return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};
+    },
+    hearsFillDone(key) {
+      return pushWakeUp && notifier.hears(key);
     },
     bus: {
       async publish(message) {

@@ -42,7 +42,17 @@ afterAll(async () => {
 describeCacheConformance({
   name: 'redis (3-master cluster)',
   clock: 'real',
-  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true, bus: true },
+  capabilities: {
+    lock: true,
+    extend: true,
+    push: true,
+    sync: false,
+    roundTrip: true,
+    tags: true,
+    bus: true,
+    lockAndRead: true,
+    commit: true,
+  },
   async create() {
     const { client } = await cluster();
     return cacheOn(client, `${prefix}${caches.length}:`);
@@ -120,6 +130,40 @@ describe('tags on the cluster', () => {
     expect(await getOrComputeWith(cache, 'k', { ttl: 60_000, tags: ['t1', 't2', 't3'] }, () => 'new')).toBe(
       'new',
     );
+  });
+
+  it("spread tag keys and the lock: the lock attempt's read checks a tagged entry's tags apart, a commit announces it bare", async () => {
+    const { client } = await cluster();
+    const cache = cacheOn(client, `${prefix}tags-apart-lock:`);
+    const options = { ttl: 60_000, tags: ['t1', 't2'], distributedFillLock: true };
+    expect(await getOrComputeWith(cache, 'k', options, () => 'old')).toBe('old');
+    await vi.waitFor(() => expect(inFlightCount(cache)).toBe(0));
+    const before = await cache.tryAcquireFillLockAndRead?.('k', 5_000);
+    expect(before?.entry?.value).toBe('old');
+    await before?.lock?.release('failed');
+    await invalidateTag(cache, 't2');
+    const after = await cache.tryAcquireFillLockAndRead?.('k', 5_000);
+    expect(after?.entry).toBeUndefined();
+    const lock = after?.lock;
+    expect(lock?.commit).toBeDefined();
+    const heard: unknown[] = [];
+    const stop = cache.onFillDone('k', (outcome, announced) => heard.push([outcome, announced]));
+    await vi.waitFor(() => expect(cache.hearsFillDone('k')).toBe(true));
+    const now = Date.now();
+    await lock?.commit?.(
+      {
+        value: 'new',
+        createdAt: now,
+        freshUntil: now + 60_000,
+        staleUntil: now + 60_000,
+        tags: ['t1', 't2'],
+      },
+      { ttl: 60_000 },
+    );
+    // The script could not read the tags' keys (other slots): the value is not carried.
+    await vi.waitFor(() => expect(heard).toEqual([['filled', undefined]]));
+    stop();
+    expect((await cache.get('k'))?.value).toBe('new');
   });
 
   it('with a prefix that pins one slot, a tagged hit is one script and invalidation still works', async () => {

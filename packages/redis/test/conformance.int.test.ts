@@ -19,7 +19,17 @@ function cacheOn(redis: Redis, prefix: string): RedisCache {
 describeCacheConformance({
   name: 'redis (standalone)',
   clock: 'real',
-  capabilities: { lock: true, extend: true, push: true, sync: false, roundTrip: true, tags: true, bus: true },
+  capabilities: {
+    lock: true,
+    extend: true,
+    push: true,
+    sync: false,
+    roundTrip: true,
+    tags: true,
+    bus: true,
+    lockAndRead: true,
+    commit: true,
+  },
   async create() {
     client ??= new Redis((await testRedis()).url);
     // A prefix per cache: the suite checks that two instances never see each other.

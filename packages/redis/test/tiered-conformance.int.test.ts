@@ -38,6 +38,8 @@ describeCacheConformance({
     roundTrip: true,
     tags: true,
     bus: false,
+    lockAndRead: true,
+    commit: true,
   },
   async create() {
     client ??= new Redis((await testRedis()).url);

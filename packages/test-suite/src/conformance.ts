@@ -1,6 +1,7 @@
 import type { Cache } from '@stampede/core';
 import { afterAll, afterEach, beforeEach, describe, vi } from 'vitest';
 import { busCases } from './cases/bus.js';
+import { combinedCases } from './cases/combined.js';
 import { lockCases } from './cases/lock.js';
 import { orderingCases } from './cases/ordering.js';
 import { pushCases } from './cases/push.js';
@@ -51,6 +52,7 @@ export function describeCacheConformance(options: ConformanceOptions): void {
     describe('write order', () => orderingCases(ctx));
     describe('fill lock', () => lockCases(ctx));
     describe('push wake-up', () => pushCases(ctx));
+    describe('lock with read, commit', () => combinedCases(ctx));
     describe('tags', () => tagCases(ctx));
     describe('invalidation bus', () => busCases(ctx));
   });

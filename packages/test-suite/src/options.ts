@@ -34,6 +34,18 @@ export interface CacheCapabilities {
    */
   bus?: boolean;
   /**
+   * The cache implements `tryAcquireFillLockAndRead`: a lock attempt that reads the key in the same
+   * step (needs `lock`).
+   * @default false
+   */
+  lockAndRead?: boolean | undefined;
+  /**
+   * Its lock handles implement `commit`: the write, the release as `'filled'` and its announcement
+   * in one step (needs `lock`).
+   * @default false
+   */
+  commit?: boolean | undefined;
+  /**
    * The cache keeps an entry's `delta` (how long the fill that produced it ran), which
    * `earlyRefresh` and lock waiters time by. Declare `false` for a cache that cannot store it: the
    * core then only loses those optimisations for its entries.

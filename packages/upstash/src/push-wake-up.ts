@@ -1,4 +1,4 @@
-import type { FillOutcome } from '@stampede/core/adapter';
+import type { FillAnnouncement, FillOutcome } from '@stampede/core/adapter';
 import { callSafely } from '@stampede/redis-protocol';
 
 /**
@@ -17,17 +17,19 @@ export interface UpstashSubscription {
 export type Subscribe = (channels: string | string[]) => UpstashSubscription;
 
 /**
- * The outcome in a message of the `:done` channel. The release script publishes the bare words
- * `filled` / `failed`; a client with `automaticDeserialization` tries `JSON.parse` on them and keeps
- * the text when that fails, so both settings hand over the same string.
+ * Reads a message of the `:done` channel (`decodeAnnouncement` of the protocol cache). The release
+ * script publishes the bare words `filled` / `failed`, a commit `filled|<token>|<stored text>`; a
+ * client with `automaticDeserialization` tries `JSON.parse` on them and keeps the text when that
+ * fails (none of them is JSON), so both settings hand over the same string.
  */
-function outcomeOf(message: unknown): FillOutcome | undefined {
-  return message === 'filled' || message === 'failed' ? message : undefined;
-}
+export type AnnouncementDecoder = (
+  message: unknown,
+) => { readonly outcome: FillOutcome; readonly announced?: FillAnnouncement | undefined } | undefined;
 
 /**
  * Subscribes `client` to `channel` for one waiting call: `ready` once the server acknowledges the
- * subscription, `listener` with each announced outcome. Returns the function that ends the
+ * subscription, `listener` with each announced outcome (and the value a commit's announcement
+ * carries, decoded by `decode`). Returns the function that ends the
  * subscription (it aborts the stream, so the server drops its Redis subscriber).
  *
  * One stream per call, never shared: on Cloudflare Workers a stream belongs to the request that
@@ -37,8 +39,9 @@ function outcomeOf(message: unknown): FillOutcome | undefined {
 export function listenForFillDone(
   client: object,
   channel: string,
-  listener: (outcome: FillOutcome) => void,
+  listener: (outcome: FillOutcome, announced?: FillAnnouncement) => void,
   ready: (() => void) | undefined,
+  decode: AnnouncementDecoder,
 ): () => void {
   const subscribe = (client as { subscribe?: unknown }).subscribe;
   if (typeof subscribe !== 'function') return () => {};
@@ -64,8 +67,9 @@ export function listenForFillDone(
     if (!stopped && ready !== undefined) callSafely(ready);
   });
   subscription.on('message', ({ message }) => {
-    const outcome = outcomeOf(message);
-    if (!stopped && outcome !== undefined) callSafely(() => listener(outcome));
+    if (stopped) return;
+    const heard = decode(message);
+    if (heard !== undefined) callSafely(() => listener(heard.outcome, heard.announced));
   });
   // The request failed (HTTP error, network): nothing will arrive; the waiter polls on.
   subscription.on('error', stop);

@@ -4,7 +4,9 @@ import type {
   CacheEntry,
   CacheSetOptions,
   Duration,
+  FillAnnouncement,
   FillLock,
+  FillLockAttempt,
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
@@ -121,6 +123,12 @@ export interface UpstashCache extends Cache {
    */
   readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
   /**
+   * The lock attempt and the read of the entry in one request: one Lua script where the lock lives
+   * with the values, else the two requests in parallel. A lock taken there commits (writes, releases
+   * and announces) in one script. `undefined` when `tryAcquireFillLock` is.
+   */
+  readonly tryAcquireFillLockAndRead?: ((key: string, ttl: number) => Promise<FillLockAttempt>) | undefined;
+  /**
    * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
    * kept without expiry): entries carrying the tag created before it read as misses on every
    * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
@@ -129,9 +137,16 @@ export interface UpstashCache extends Cache {
   /**
    * Listens for the end of fills of `key` on any replica through its own subscription (a no-op with
    * `pushWakeUp: false` or a client without `subscribe`); calls `ready` once the server has
-   * acknowledged it. The returned function closes the subscription.
+   * acknowledged it. The returned function closes the subscription. A commit's announcement carries
+   * the stored text (up to 64 KiB), handed to the listener decoded as `announced`. Each waiting call
+   * has its own subscription (a stream belongs to its request on workerd), so none lingers: a loser
+   * always reads once on `ready`.
    */
-  onFillDone(key: string, listener: (outcome: FillOutcome) => void, ready?: () => void): () => void;
+  onFillDone(
+    key: string,
+    listener: (outcome: FillOutcome, announced?: FillAnnouncement) => void,
+    ready?: () => void,
+  ): () => void;
   /**
    * The invalidation bus of `createTieredCache`: PUBLISH on `<prefix>bus` (shared with ioredis and
    * node-redis caches on the same prefix), heard through `subscribe` (server-sent events, opened
@@ -201,6 +216,8 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   );
   const cache = createRedisProtocolCache(context, { serializer, tombstoneTtl, createError });
   const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
+  const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
+  const decode = (message: unknown) => cache.decodeAnnouncement(message);
 
   return {
     name,
@@ -214,10 +231,13 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     get tryAcquireFillLock() {
       return cache.lockUsable ? tryAcquireFillLock : undefined;
     },
+    get tryAcquireFillLockAndRead() {
+      return cache.lockUsable ? tryAcquireFillLockAndRead : undefined;
+    },
     invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone(key, listener, ready) {
       if (!pushWakeUp) return () => {};
-      return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready);
+      return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready, decode);
     },
     bus: createUpstashBus(lockClient, busChannel(prefix), operations),
   };

@@ -20,6 +20,8 @@ const capabilities = {
   roundTrip: true,
   tags: true,
   bus: true,
+  lockAndRead: true,
+  commit: true,
 };
 
 function conformance(name: string, mode: ClientMode): void {

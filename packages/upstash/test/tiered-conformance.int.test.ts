@@ -41,6 +41,8 @@ describeCacheConformance({
     roundTrip: true,
     tags: true,
     bus: false,
+    lockAndRead: true,
+    commit: true,
   },
   create: () => tieredOn(h.nextPrefix()),
   replica(of) {

@@ -20,14 +20,20 @@ export function storageCases(ctx: SuiteContext): void {
     expect(typeof cache.roundTrip === 'function', 'roundTrip').toBe(capabilities.roundTrip);
     expect(typeof cache.invalidateTags === 'function', 'tags').toBe(capabilities.tags === true);
     expect(cache.bus !== undefined, 'bus').toBe(capabilities.bus ?? false);
+    expect(typeof cache.tryAcquireFillLockAndRead === 'function', 'lockAndRead').toBe(
+      capabilities.lockAndRead ?? false,
+    );
     if (capabilities.lock) {
       const lock = await cache.tryAcquireFillLock?.('capabilities', 5_000);
       expect(lock).toBeDefined();
       expect(typeof lock?.extend === 'function', 'extend').toBe(capabilities.extend);
+      expect(typeof lock?.commit === 'function', 'commit').toBe(capabilities.commit ?? false);
       await lock?.release('failed');
     } else {
       expect(capabilities.extend, 'extend needs lock').toBe(false);
       expect(capabilities.push, 'push needs lock').toBe(false);
+      expect(capabilities.lockAndRead ?? false, 'lockAndRead needs lock').toBe(false);
+      expect(capabilities.commit ?? false, 'commit needs lock').toBe(false);
     }
   });
 
