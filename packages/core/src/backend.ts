@@ -7,14 +7,6 @@ import { isolatedRequests } from './shared.js';
 import { reportBackendError } from './stats.js';
 import { intervalFor } from './timers.js';
 
-/**
- * The entry a tiered cache's `get` has just found fresh in L1, by its own clock reading, or
- * `undefined`. The hit path clears it, reads, and finds it set only when that very read (synchronous,
- * nothing in between) vouched for the entry: it then skips a second clock reading of the same
- * instant. Module state, so a core loaded twice simply does not share it (and reads the clock).
- */
-export const vouched: { entry: CacheEntry | undefined } = { entry: undefined };
-
 /** True for a promise or any thenable. */
 export function isThenable<T>(value: unknown): value is PromiseLike<T> {
   return typeof value === 'object' && value !== null && typeof (value as PromiseLike<T>).then === 'function';

@@ -1,4 +1,4 @@
-import { isPendingRead, isThenable, readEntry, sharedRead, shareRead, vouched } from './backend.js';
+import { isPendingRead, isThenable, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
@@ -67,12 +67,16 @@ export function getOrCompute<T>(
   ) {
     return slowGetOrCompute(state, cache, key, ttl, fill);
   }
-  // A tiered cache whose L1 copy is fresh says so (`vouched`) during this very read.
-  vouched.entry = undefined;
+  // A tiered cache: a fresh L1 copy is answered from L1 directly, as the tiered cache's own `get`
+  // would (counted an L1 hit); anything else goes through that `get` below.
+  if (state.localTier !== undefined) {
+    const hit = localTierHit(state, state.localTier, key);
+    if (hit !== undefined) return hit as Promise<T>;
+  }
   const read = readEntry(state, key);
   if (read !== undefined && !isPendingRead(read)) {
     const freshUntil = read.freshUntil;
-    if (read === vouched.entry || freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
+    if (freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
       state.counters.hits++;
       return settledPromise(read) as Promise<T>;
     }
@@ -83,6 +87,26 @@ export function getOrCompute<T>(
   return shareRead(state, key, read).then((entry) =>
     afterRead(state, key, entry, options, fill as FillFn),
   ) as Promise<T>;
+}
+
+/**
+ * A fresh L1 copy of a tiered cache, as its settled promise (counted an L1 hit), or `undefined`: no
+ * copy, a stale one, a pending read or a fault (the tiered cache's own `get`, called next, reports
+ * it). Kept apart from {@link getOrCompute} so that each stays small enough to be inlined into.
+ */
+function localTierHit(state: CacheState, tier: Cache, key: string): Promise<unknown> | undefined {
+  let copy: ReturnType<Cache['get']>;
+  try {
+    copy = tier.get(key);
+  } catch {
+    return undefined;
+  }
+  if (copy === undefined) return undefined;
+  const freshUntil = (copy as CacheEntry).freshUntil;
+  if (typeof freshUntil !== 'number' || !(Date.now() < freshUntil)) return undefined;
+  state.counters.l1Hits++;
+  state.counters.hits++;
+  return settledPromise(copy as CacheEntry);
 }
 
 // A hit hands out a promise already resolved with the entry's value, made once per entry and kept

@@ -1,6 +1,6 @@
 import type { Cache, CacheEntry } from './cache.js';
 import type { Flight } from './flight.js';
-import { STATE_KEY as STATE, shared } from './shared.js';
+import { LOCAL_TIER_KEY, STATE_KEY as STATE, shared } from './shared.js';
 import { countersFor, type StampedeStats } from './stats.js';
 
 export { STATE };
@@ -15,6 +15,12 @@ export interface CacheState {
   /** Asynchronous reads in flight, by key: concurrent callers share one backend read. */
   readonly reads: Map<string, Promise<CacheEntry | undefined>>;
   warnedNoLock: boolean;
+  /**
+   * For a tiered cache, its L1: `getOrCompute`'s hit path answers a fresh L1 copy from it directly
+   * (one clock reading, no call through the tiered cache's own `get`). Absent otherwise, and on a
+   * state another copy of the core made before it knew of this.
+   */
+  readonly localTier?: Cache;
   /**
    * When keys were last invalidated or set directly, kept a minute (`fail-safe.ts`): an older entry
    * never becomes a fail-safe fallback. Created on first use (a state made by another copy of the
@@ -64,6 +70,7 @@ function createState(cache: Cache): CacheState {
     flights: new Map(),
     reads: new Map(),
     warnedNoLock: false,
+    localTier: (cache as Cache & { [LOCAL_TIER_KEY]?: Cache })[LOCAL_TIER_KEY],
   };
   if (Object.isExtensible(cache)) {
     Object.defineProperty(cache, STATE, {

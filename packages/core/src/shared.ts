@@ -75,6 +75,12 @@ const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');
 /** The symbol under which each cache object carries its state, shared by every copy of the core. */
 export const STATE_KEY: unique symbol = Symbol.for('@stampede/core/state/v1');
 
+/**
+ * A tiered cache's L1 (`local`), under a `Symbol.for` key so that any copy of the core finds it: the
+ * hit path reads a fresh L1 copy straight from it (see `CacheState.localTier`).
+ */
+export const LOCAL_TIER_KEY: unique symbol = Symbol.for('@stampede/core/local-tier/v1');
+
 function create(): Shared {
   return {
     version: 1,

@@ -1,4 +1,4 @@
-import { isPendingRead, isThenable, vouched } from './backend.js';
+import { isPendingRead, isThenable } from './backend.js';
 import type {
   Cache,
   CacheBus,
@@ -11,6 +11,7 @@ import type {
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { decodeTag, encodeTag } from './envelope.js';
 import { emit, hasListeners } from './events.js';
+import { LOCAL_TIER_KEY } from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
 
 /** Options of {@link createTieredCache}. */
@@ -348,8 +349,6 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const afterLocal = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
     if (copy !== undefined && Date.now() < copy.freshUntil) {
       counters.l1Hits++;
-      // The core's hit path takes this reading instead of its own (see `vouched`).
-      vouched.entry = copy;
       return copy;
     }
     if (copy === undefined) tracked?.delete(key);
@@ -521,5 +520,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     const roundTrip = remote.roundTrip.bind(remote);
     Object.assign(cache, { roundTrip });
   }
+  // The core's hit path reads fresh L1 copies straight from `local` (see `CacheState.localTier`).
+  Object.defineProperty(cache, LOCAL_TIER_KEY, { value: local, enumerable: false });
   return cache;
 }

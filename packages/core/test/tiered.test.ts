@@ -112,6 +112,34 @@ describe('reads', () => {
     expect(a.counters()?.l2Hits).toBe(0);
   });
 
+  it('an L1 whose get throws: getOrCompute answers from L2 and counts the fault once', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
+    a.local.get = () => {
+      throw new Error('L1 broken');
+    };
+    const fill = vi.fn(() => 'filled');
+    expect(await getOrCompute(a.cache, 'k', 60_000, fill)).toBe('v');
+    expect(fill).not.toHaveBeenCalled();
+    expect(a.remote.calls.get).toBe(1);
+    expect(a.counters()).toMatchObject({ backendErrors: 1, l1Hits: 0, l2Hits: 1, hits: 1 });
+  });
+
+  it('a stale L1 copy on the hit path asks L2 (a newer value there is served)', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    expect(await getOrCompute(a.cache, 'k', 100, () => 'old')).toBe('old');
+    await settled(a.cache);
+    await vi.advanceTimersByTimeAsync(150);
+    // Written to L2 by a replica outside the bus: a's L1 still holds the expired copy.
+    await setValue(b.remote, 'k', 'new', { ttl: 60_000 });
+    expect(await getOrCompute(a.cache, 'k', 100, () => 'filled')).toBe('new');
+    expect(a.counters()).toMatchObject({ l1Hits: 0, l2Hits: 1 });
+  });
+
   it('reads L2 on an L1 miss and keeps the entry in L1', async () => {
     const store = new RemoteStore();
     const a = replica(store);
