@@ -37,6 +37,9 @@ export const config = {
     fillMs: int('BENCH_FLEET_FILL_MS', 200),
     /** Only these Redis variants (ids, comma-separated), for development. */
     variants: (process.env.BENCH_FLEET_VARIANTS ?? '').split(',').filter(Boolean),
+    /** Rounds of the second pass, whose fill takes 1 ms (the subscribe race's worst case). */
+    fastRounds: int('BENCH_FLEET_FAST_ROUNDS', 7),
+    fastFillMs: 1,
     /** Extra node flags for the children, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
     childExecArgv: (process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),
   },
