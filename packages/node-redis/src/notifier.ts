@@ -1,5 +1,13 @@
-import type { CacheBusHandlers, FillAnnouncement, FillOutcome } from '@stampede/core/adapter';
-import { busChannel, callSafely, type OperationRunner, remoteKeys } from '@stampede/redis-protocol';
+import type { CacheBusHandlers } from '@stampede/core/adapter';
+import {
+  type AnnouncementDecoder,
+  busChannel,
+  callSafely,
+  createFillChannels,
+  type FillListener,
+  type OperationRunner,
+  remoteKeys,
+} from '@stampede/redis-protocol';
 import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
 
 /** Push wake-up: one subscriber connection per cache, shared by every waiting key. */
@@ -28,28 +36,8 @@ export interface Notifier {
   close(): void;
 }
 
-/** A waiter's listener: the outcome, and what the announcement carried (the holder's value). */
-export type FillListener = (outcome: FillOutcome, announced?: FillAnnouncement) => void;
-
-/** Reads a message of a key's channel (`decodeAnnouncement` of the protocol cache). */
-export type AnnouncementDecoder = (
-  message: string,
-) => { readonly outcome: FillOutcome; readonly announced?: FillAnnouncement | undefined } | undefined;
-
-/** The waiters of one channel, and whether Redis has acknowledged its SUBSCRIBE yet. */
-interface Listeners {
-  readonly listeners: Set<FillListener>;
-  subscribed: boolean;
-  /** `ready` callbacks of waiters that arrived before the acknowledgement. */
-  readonly pending: (() => void)[];
-}
-
-/**
- * How many channels with no waiter left stay subscribed (the least recently waited on is
- * unsubscribed first), so that a key's next herd neither subscribes again nor needs a confirming
- * read (its losers listen before their lock attempt).
- */
-export const LINGERING_CHANNELS = 1_000;
+export type { AnnouncementDecoder, FillListener } from '@stampede/redis-protocol';
+export { LINGERING_CHANNELS } from '@stampede/redis-protocol';
 
 /**
  * A notifier on `client` (the cache's lock client: fill ends are published where the locks live).
@@ -64,9 +52,26 @@ export function createNotifier(
   operations: OperationRunner,
   decode: AnnouncementDecoder,
 ): Notifier {
-  const channels = new Map<string, Listeners>();
-  // Channels with no listener left, still subscribed, least recently used first.
-  const lingering = new Set<string>();
+  // The keys' channels (and their waiters) on the current subscriber; see `createFillChannels`.
+  const channels = createFillChannels(
+    {
+      subscribe: (channel, key) => {
+        const current = connect();
+        if (current === undefined) return undefined;
+        return operations.call('subscribe', key, async () => {
+          await current.connected;
+          await current.connection.subscribe(channel, dispatch);
+        });
+      },
+      open: () => !closed && subscriber !== undefined,
+      unsubscribe: (channel, key) => {
+        const current = subscriber;
+        if (current !== undefined) send('unsubscribe', key, () => current.connection.unsubscribe(channel));
+      },
+      report: (key, error) => operations.report('subscribe', key, error),
+    },
+    decode,
+  );
   // The subscriber is connected and has re-subscribed (node-redis does so before 'ready').
   let up = false;
   let subscriber: { connection: NodeRedisSubscriber; connected: Promise<unknown> } | undefined;
@@ -92,27 +97,13 @@ export function createNotifier(
   };
 
   // node-redis hands each subscription its own listener: one dispatcher serves every channel.
-  const dispatch = (message: string, channel: string): void => {
-    const listeners = channels.get(channel)?.listeners;
-    // A lingering channel's announcements go unread: nobody waits.
-    if (listeners === undefined || listeners.size === 0) return;
-    const heard = decode(message);
-    if (heard === undefined) return;
-    for (const listener of [...listeners]) {
-      try {
-        listener(heard.outcome, heard.announced);
-      } catch {
-        // One waiter's listener must not keep the others asleep.
-      }
-    }
-  };
+  const dispatch = (message: string, channel: string): void => channels.deliver(channel, message);
   // Forgets the subscriber and its channels: waiters still listening fall back to polling, and a
   // later `listen` (on a client connected again) opens a new subscriber and subscribes afresh.
   const drop = (): void => {
     const current = subscriber;
     subscriber = undefined;
     channels.clear();
-    lingering.clear();
     up = false;
     busLost();
     busState = 'idle';
@@ -159,67 +150,11 @@ export function createNotifier(
   return {
     listen(key, listener, ready) {
       if (closed) return () => {};
-      const { channel } = remoteKeys(prefix, key);
-      let entry = channels.get(channel);
-      if (entry !== undefined) lingering.delete(channel);
-      else {
-        const current = connect();
-        if (current === undefined) return () => {};
-        const created: Listeners = { listeners: new Set(), subscribed: false, pending: [] };
-        entry = created;
-        channels.set(channel, created);
-        operations
-          .call('subscribe', key, async () => {
-            await current.connected;
-            await current.connection.subscribe(channel, dispatch);
-          })
-          .then(
-            () => {
-              // Dropped or unsubscribed meanwhile: nobody is listening on this entry any more.
-              if (channels.get(channel) !== created) return;
-              created.subscribed = true;
-              for (const confirm of created.pending.splice(0)) callSafely(confirm);
-            },
-            (error: unknown) => {
-              created.pending.length = 0;
-              // Forgotten, so the next waiter subscribes again.
-              if (channels.get(channel) === created && created.listeners.size === 0) {
-                channels.delete(channel);
-                lingering.delete(channel);
-              }
-              operations.report('subscribe', key, error);
-            },
-          );
-      }
-      const own = entry;
-      own.listeners.add(listener);
-      if (ready !== undefined) {
-        // Already subscribed for another waiter: this listener hears from now on.
-        if (own.subscribed) callSafely(ready);
-        else own.pending.push(ready);
-      }
-      return () => {
-        if (!own.listeners.delete(listener) || own.listeners.size !== 0) return;
-        if (channels.get(channel) !== own) return;
-        own.pending.length = 0;
-        const current = subscriber;
-        if (closed || current === undefined) {
-          channels.delete(channel);
-          return;
-        }
-        // Kept subscribed for the key's next herd; the least recently used beyond the bound goes.
-        lingering.add(channel);
-        if (lingering.size <= LINGERING_CHANNELS) return;
-        const [oldest] = lingering;
-        if (oldest === undefined) return;
-        lingering.delete(oldest);
-        channels.delete(oldest);
-        send('unsubscribe', key, () => current.connection.unsubscribe(oldest));
-      };
+      return channels.listen(remoteKeys(prefix, key).channel, key, listener, ready);
     },
     hears(key) {
       if (closed || !up) return false;
-      return channels.get(remoteKeys(prefix, key).channel)?.subscribed === true;
+      return channels.subscribed(remoteKeys(prefix, key).channel);
     },
     warm() {
       if (!closed) connect();

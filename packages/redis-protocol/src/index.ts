@@ -18,6 +18,14 @@ export {
 } from './errors.js';
 export { checkEvictionPolicy, evictionRisk } from './eviction.js';
 export {
+  type AnnouncementDecoder,
+  createFillChannels,
+  type FillChannels,
+  type FillChannelsConnection,
+  type FillListener,
+  LINGERING_CHANNELS,
+} from './fill-channels.js';
+export {
   acquireFillLock,
   acquireFillLockAndRead,
   type FillLockWriter,

@@ -1,5 +1,11 @@
-import type { CacheBusHandlers, FillAnnouncement, FillOutcome } from '@stampede/core/adapter';
-import { busChannel, callSafely } from '@stampede/redis-protocol';
+import type { CacheBusHandlers } from '@stampede/core/adapter';
+import {
+  type AnnouncementDecoder,
+  busChannel,
+  callSafely,
+  createFillChannels,
+  type FillListener,
+} from '@stampede/redis-protocol';
 import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
 import { redisKeys } from './keys.js';
@@ -30,30 +36,8 @@ export interface Notifier {
   close(): Promise<void>;
 }
 
-/** A waiter's listener: the outcome, and what the announcement carried (the holder's value). */
-export type FillListener = (outcome: FillOutcome, announced?: FillAnnouncement) => void;
-
-/** Reads a message of a key's channel (`decodeAnnouncement` of the protocol cache). */
-export type AnnouncementDecoder = (
-  message: string,
-) => { readonly outcome: FillOutcome; readonly announced?: FillAnnouncement | undefined } | undefined;
-
-/** The waiters of one channel, and whether Redis has acknowledged its SUBSCRIBE yet. */
-interface Listeners {
-  readonly listeners: Set<FillListener>;
-  subscribed: boolean;
-  /** `ready` callbacks of waiters that arrived before the acknowledgement. */
-  readonly pending: (() => void)[];
-}
-
-/**
- * How many channels with no waiter left stay subscribed (the least recently waited on is
- * unsubscribed first). A key refilled while its channel lingers needs no SUBSCRIBE, and its losers
- * start listening before their lock attempt, so they need no confirming read: a hot key's herd costs
- * each loser two round trips. Each lingering channel costs Redis one subscription of this connection,
- * and this process the announcements of that key's fills.
- */
-export const LINGERING_CHANNELS = 1_000;
+export type { AnnouncementDecoder, FillListener } from '@stampede/redis-protocol';
+export { LINGERING_CHANNELS } from '@stampede/redis-protocol';
 
 /**
  * A notifier on `context.lockClient` (the client itself unless the cache was given a separate lock
@@ -65,9 +49,28 @@ export const LINGERING_CHANNELS = 1_000;
  * so a process whose owner closed its clients can exit without also calling `cache.close()`.
  */
 export function createNotifier(context: RedisContext, decode: AnnouncementDecoder): Notifier {
-  const channels = new Map<string, Listeners>();
-  // Channels with no listener left, still subscribed, least recently used first.
-  const lingering = new Set<string>();
+  // The keys' channels (and their waiters) on the current subscriber; see `createFillChannels`.
+  const channels = createFillChannels(
+    {
+      subscribe: (channel, key) => {
+        const client = connect();
+        if (client === undefined) return undefined;
+        return context.call('subscribe', key, () => client.subscribe(channel));
+      },
+      open: () => !closed && subscriber !== undefined,
+      unsubscribe: (channel, key) => {
+        const client = subscriber;
+        if (client === undefined) return;
+        context
+          .call('unsubscribe', key, () => client.unsubscribe(channel))
+          .catch((error: unknown) => {
+            context.report('subscribe', key, error);
+          });
+      },
+      report: (key, error) => context.report('subscribe', key, error),
+    },
+    decode,
+  );
   // The subscriber's connection is up and every SUBSCRIBE resent after a reconnection acknowledged.
   let up = false;
   let subscriber: RedisClient | undefined;
@@ -102,7 +105,6 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
     const client = subscriber;
     subscriber = undefined;
     channels.clear();
-    lingering.clear();
     up = false;
     context.lockClient.off('end', onClientEnd);
     busLost();
@@ -129,18 +131,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
         for (const handlers of [...busHandlers]) callSafely(() => handlers.message(message));
         return;
       }
-      const listeners = channels.get(channel)?.listeners;
-      // A lingering channel's announcements go unread: nobody waits.
-      if (listeners === undefined || listeners.size === 0) return;
-      const heard = decode(message);
-      if (heard === undefined) return;
-      for (const listener of [...listeners]) {
-        try {
-          listener(heard.outcome, heard.announced);
-        } catch {
-          // One waiter's listener must not keep the others asleep.
-        }
-      }
+      channels.deliver(channel, message);
     });
     // Connection faults surface as failed or timed-out subscribes; ioredis reconnects and
     // re-subscribes on its own, and waiters poll meanwhile.
@@ -181,68 +172,11 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
   return {
     listen(key, listener, ready) {
       if (closed) return () => {};
-      const { channel } = redisKeys(context.prefix, key);
-      let entry = channels.get(channel);
-      if (entry !== undefined) lingering.delete(channel);
-      else {
-        const client = connect();
-        if (client === undefined) return () => {};
-        const created: Listeners = { listeners: new Set(), subscribed: false, pending: [] };
-        entry = created;
-        channels.set(channel, created);
-        context
-          .call('subscribe', key, () => client.subscribe(channel))
-          .then(
-            () => {
-              // Dropped or unsubscribed meanwhile: nobody is listening on this entry any more.
-              if (channels.get(channel) !== created) return;
-              created.subscribed = true;
-              for (const confirm of created.pending.splice(0)) callSafely(confirm);
-            },
-            (error: unknown) => {
-              created.pending.length = 0;
-              // Forgotten, so the next waiter subscribes again.
-              if (channels.get(channel) === created && created.listeners.size === 0) {
-                channels.delete(channel);
-                lingering.delete(channel);
-              }
-              context.report('subscribe', key, error);
-            },
-          );
-      }
-      const current = entry;
-      current.listeners.add(listener);
-      if (ready !== undefined) {
-        // Already subscribed for another waiter: this listener hears from now on, so confirm at once.
-        if (current.subscribed) callSafely(ready);
-        else current.pending.push(ready);
-      }
-      return () => {
-        if (!current.listeners.delete(listener) || current.listeners.size !== 0) return;
-        if (channels.get(channel) !== current) return;
-        current.pending.length = 0;
-        if (closed || subscriber === undefined) {
-          channels.delete(channel);
-          return;
-        }
-        // Kept subscribed for the key's next herd; the least recently used beyond the bound goes.
-        lingering.add(channel);
-        if (lingering.size <= LINGERING_CHANNELS) return;
-        const [oldest] = lingering;
-        if (oldest === undefined) return;
-        lingering.delete(oldest);
-        channels.delete(oldest);
-        const client = subscriber;
-        context
-          .call('unsubscribe', key, () => client.unsubscribe(oldest))
-          .catch((error: unknown) => {
-            context.report('subscribe', key, error);
-          });
-      };
+      return channels.listen(redisKeys(context.prefix, key).channel, key, listener, ready);
     },
     hears(key) {
       if (closed || !up) return false;
-      return channels.get(redisKeys(context.prefix, key).channel)?.subscribed === true;
+      return channels.subscribed(redisKeys(context.prefix, key).channel);
     },
     warm() {
       if (!closed) connect();
