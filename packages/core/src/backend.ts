@@ -60,7 +60,7 @@ export function sharedRead(
     if (pending !== undefined) return pending;
   }
   const read = readEntry(state, key);
-  if (read === undefined || !isThenable(read)) return read;
+  if (read === undefined || !isPendingRead(read)) return read;
   return shareRead(state, key, read);
 }
 

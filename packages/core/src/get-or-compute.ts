@@ -82,7 +82,7 @@ export function getOrCompute<T>(
     }
   }
   const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
-  if (read === undefined || !isThenable(read))
+  if (read === undefined || !isPendingRead(read))
     return afterRead(state, key, read, options, fill as FillFn) as Promise<T>;
   return shareRead(state, key, read).then((entry) =>
     afterRead(state, key, entry, options, fill as FillFn),
@@ -156,7 +156,7 @@ function slowGetOrCompute<T>(
       return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
   const read = sharedRead(state, key);
-  if (read === undefined || !isThenable(read)) {
+  if (read === undefined || !isPendingRead(read)) {
     return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
   }
   return read.then((entry) => afterRead(state, key, entry, ttlOnly(ttlMs), fill as FillFn)) as Promise<T>;
@@ -223,10 +223,10 @@ export function getOrComputeWith<T>(
   const read =
     check === undefined
       ? shared
-      : isThenable(shared)
+      : isPendingRead(shared)
         ? shared.then((entry) => checkedEntry(state, key, entry, check))
         : checkedEntry(state, key, shared, check);
-  if (read === undefined || !isThenable(read)) {
+  if (read === undefined || !isPendingRead(read)) {
     return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   }
   const answer = read.then((entry) => afterRead(state, key, entry, resolved, fill as FillFn)) as Promise<T>;
