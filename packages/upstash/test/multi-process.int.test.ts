@@ -82,8 +82,11 @@ describe('separate processes sharing the lock over HTTP', () => {
     const total = (stat: keyof StampedeStats) => results.reduce((sum, r) => sum + r.stats[stat], 0);
     expect(total('misses')).toBe(600);
     expect(total('coalescedWaits')).toBe(597);
-    expect(total('lockAcquired')).toBe(1);
+    // The two others get the holder's value: by waiting for it, or (a replica whose lock attempt came
+    // after the holder's commit) by taking the free lock and finding the value with it.
     expect(total('lockWaitHits')).toBe(2);
+    expect(total('lockAcquired')).toBeGreaterThanOrEqual(1);
+    expect(total('lockAcquired') + total('lockContended')).toBeGreaterThanOrEqual(3);
     expect(total('lockWaitTimeouts')).toBe(0);
     expect(total('backendErrors')).toBe(0);
     console.log(
