@@ -1,12 +1,8 @@
 import type {
   Cache,
   CacheBus,
-  CacheEntry,
-  CacheSetOptions,
   Duration,
   FillAnnouncement,
-  FillLock,
-  FillLockAttempt,
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
@@ -16,6 +12,7 @@ import {
   createRedisProtocolCache,
   createRedisProtocolContext,
   parseRedisProtocolOptions,
+  type RedisProtocolCacheMembers,
 } from '@stampede/redis-protocol';
 import { type NodeRedisClient, protocolClient } from './client.js';
 import { NodeRedisCacheError } from './errors.js';
@@ -75,43 +72,7 @@ export interface NodeRedisCacheOptions {
 }
 
 /** A {@link Cache} on Redis through node-redis, with the distributed fill lock and push wake-up. */
-export interface NodeRedisCache extends Cache {
-  readonly name: string;
-  /** The key prefix. */
-  readonly prefix: string;
-  /** The client given in the options. */
-  readonly client: NodeRedisClient;
-  /** Where the fill locks live: the `lockClient` given in the options, else `client`. */
-  readonly lockClient: NodeRedisClient;
-  /** The entry for `key`, its times on this process's clock; a tombstone or expired entry is `undefined`. */
-  get(key: string): Promise<CacheEntry | undefined>;
-  /**
-   * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
-   * Resolves `false` when it refused the write.
-   */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
-  /** Replaces the entry with a tombstone kept `tombstoneTtl` ms. */
-  delete(key: string): Promise<void>;
-  /** `value` through the serializer and back: what a later `get` returns for it. */
-  roundTrip(value: unknown): unknown;
-  /**
-   * `SET NX PX` with a random token (on the lock client); `undefined` when another holder has the
-   * lock. The capability itself is `undefined` once Redis has refused a script (warned about once):
-   * the core then protects in-process only instead of waiting out `lockWaitTimeout`.
-   */
-  readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
-  /**
-   * The lock attempt and the read of the entry in one round trip: one Lua script where the lock
-   * lives with the values, else the two in parallel. A lock taken there commits (writes, releases and
-   * announces) in one script. `undefined` when `tryAcquireFillLock` is.
-   */
-  readonly tryAcquireFillLockAndRead?: ((key: string, ttl: number) => Promise<FillLockAttempt>) | undefined;
-  /**
-   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
-   * kept without expiry): entries carrying the tag created before it read as misses on every
-   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
-   */
-  invalidateTags(tags: readonly string[]): Promise<void>;
+export interface NodeRedisCache extends RedisProtocolCacheMembers<NodeRedisClient> {
   /**
    * Listens for the end of fills of `key` on any replica (a no-op with `pushWakeUp: false`); calls
    * `ready` once the SUBSCRIBE is acknowledged. A commit's announcement carries the stored text (up

@@ -77,6 +77,7 @@ export {
   parseRedisProtocolOptions,
   type RedisProtocolOptions,
 } from './options.js';
+export type { RedisProtocolCacheMembers } from './remote-cache.js';
 export {
   COMMIT_SCRIPT,
   createScriptRunner,

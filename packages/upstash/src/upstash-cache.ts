@@ -1,12 +1,8 @@
 import type {
   Cache,
   CacheBus,
-  CacheEntry,
-  CacheSetOptions,
   Duration,
   FillAnnouncement,
-  FillLock,
-  FillLockAttempt,
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
@@ -16,6 +12,7 @@ import {
   createRedisProtocolCache,
   createRedisProtocolContext,
   parseRedisProtocolOptions,
+  type RedisProtocolCacheMembers,
   remoteKeys,
 } from '@stampede/redis-protocol';
 import { createUpstashBus } from './bus.js';
@@ -91,49 +88,7 @@ export interface UpstashCacheOptions {
 }
 
 /** A {@link Cache} on Upstash Redis over HTTP, with the distributed fill lock. */
-export interface UpstashCache extends Cache {
-  readonly name: string;
-  /** The key prefix. */
-  readonly prefix: string;
-  /** The client given in the options. */
-  readonly client: UpstashClient;
-  /** Where the fill locks live: the `lockClient` given in the options, else `client`. */
-  readonly lockClient: UpstashClient;
-  /**
-   * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
-   * undecodable entry is `undefined`.
-   */
-  get(key: string): Promise<CacheEntry | undefined>;
-  /**
-   * Writes `entry` with `PX ttl`, unless a newer entry or a newer tombstone is there (Lua script).
-   * An entry that would read as a miss at once (`ttl` 0, or already past its `staleUntil`) removes
-   * what is stored instead, leaving a tombstone. A `ttl` beyond `PX`'s range is stored without one.
-   * Resolves `false` when it refused the write.
-   */
-  set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
-  /**
-   * Replaces the entry with a tombstone holding Redis's own time, kept `tombstoneTtl` ms (so fills
-   * that started earlier, on any replica, cannot write).
-   */
-  delete(key: string): Promise<void>;
-  /**
-   * `SET NX PX` with a random token (on the lock client); `undefined` when another holder has the
-   * lock. The capability itself is `undefined` once Redis has refused a script (warned about once):
-   * the core then protects in-process only instead of waiting out `lockWaitTimeout`.
-   */
-  readonly tryAcquireFillLock?: ((key: string, ttl: number) => Promise<FillLock | undefined>) | undefined;
-  /**
-   * The lock attempt and the read of the entry in one request: one Lua script where the lock lives
-   * with the values, else the two requests in parallel. A lock taken there commits (writes, releases
-   * and announces) in one script. `undefined` when `tryAcquireFillLock` is.
-   */
-  readonly tryAcquireFillLockAndRead?: ((key: string, ttl: number) => Promise<FillLockAttempt>) | undefined;
-  /**
-   * Records Redis's time as each tag's invalidation time (one small key per tag, `<prefix>{tag}:tag`,
-   * kept without expiry): entries carrying the tag created before it read as misses on every
-   * replica. A tagged hit still costs one round trip (a Lua script reads the entry and its tags).
-   */
-  invalidateTags(tags: readonly string[]): Promise<void>;
+export interface UpstashCache extends RedisProtocolCacheMembers<UpstashClient> {
   /**
    * Listens for the end of fills of `key` on any replica through its own subscription (a no-op with
    * `pushWakeUp: false` or a client without `subscribe`); calls `ready` once the server has
@@ -156,8 +111,6 @@ export interface UpstashCache extends Cache {
    * cache's local copies are bounded by its `localTtl`.
    */
   readonly bus: CacheBus | undefined;
-  /** `value` through the serializer and back: what a later `get` returns for it. */
-  roundTrip(value: unknown): unknown;
 }
 
 function checkOptions(options: UpstashCacheOptions): void {
