@@ -20,6 +20,7 @@ export type {
   MaybePromise,
 } from './cache.js';
 export { type Duration, type DurationUnit, toMilliseconds, toPositiveMilliseconds } from './duration.js';
+export { changeEntry, createEntry, type EntryChanges } from './entry.js';
 export {
   decodeEnvelope,
   decodeTag,

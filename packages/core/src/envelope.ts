@@ -1,4 +1,5 @@
 import type { CacheEntry } from './cache.js';
+import { createEntry } from './entry.js';
 
 /**
  * Turns values into text and back, for caches that store text (Redis, Upstash). The shape of the
@@ -242,15 +243,13 @@ export function decodeEnvelope(text: unknown, serializer: SerializerOption = jso
     throw new TypeError('stampede envelope: inconsistent times');
   }
   const value = parseValue(text.slice(at), serializer);
-  const entry: CacheEntry = withDelta
-    ? { value, createdAt, freshUntil, staleUntil, delta: parseDelta(fields[3]) }
-    : { value, createdAt, freshUntil, staleUntil };
-  if (!tagged) return entry;
+  const delta = withDelta ? parseDelta(fields[3]) : undefined;
+  if (!tagged) return createEntry(value, createdAt, freshUntil, staleUntil, delta);
   const tags = (fields[withDelta ? 4 : 3] ?? '')
     .split(',')
     .filter((tag) => tag.length !== 0)
     .map(decodeTag);
-  return tags.length === 0 ? entry : { ...entry, tags };
+  return createEntry(value, createdAt, freshUntil, staleUntil, delta, tags.length === 0 ? undefined : tags);
 }
 
 // Plain digits only, as the write guard's header pattern reads them.

@@ -1,6 +1,7 @@
 import { isThenable, writeEntry } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { CacheEntry } from './cache.js';
+import { changeEntry } from './entry.js';
 import { emit, hasListeners } from './events.js';
 import type { Flight } from './flight.js';
 import type { ResolvedOptions } from './options.js';
@@ -173,7 +174,7 @@ function rearm(
   if (entry.freshUntil >= freshUntil) return undefined;
   const staleUntil = Math.max(freshUntil, Math.min(freshUntil + grace, until));
   // Everything else the entry carries (its fill time `delta`, its tags) stays as it was.
-  const rearmed: CacheEntry = { ...entry, freshUntil, staleUntil };
+  const rearmed = changeEntry(entry, { freshUntil, staleUntil });
   const physical = until > Number.MAX_SAFE_INTEGER ? undefined : until - now;
   return writeEntry(state, key, rearmed, physical);
 }

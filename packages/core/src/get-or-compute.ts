@@ -3,6 +3,7 @@ import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
 import { type Duration, toMilliseconds } from './duration.js';
+import { changeEntry } from './entry.js';
 import { emit, hasListeners } from './events.js';
 import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
@@ -246,7 +247,7 @@ export function checkedEntry(
   if (entry === undefined) return undefined;
   const apply = (checked: { readonly value: unknown } | undefined): CacheEntry | undefined => {
     if (checked === undefined) return undefined;
-    return Object.is(checked.value, entry.value) ? entry : { ...entry, value: checked.value };
+    return Object.is(checked.value, entry.value) ? entry : changeEntry(entry, { value: checked.value });
   };
   const checked = checkCached(state, key, entry.value, check);
   return isThenable(checked) ? checked.then(apply) : apply(checked);

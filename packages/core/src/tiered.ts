@@ -9,6 +9,7 @@ import type {
   MaybePromise,
 } from './cache.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
+import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
 import { emit, hasListeners } from './events.js';
 import { LOCAL_TIER_KEY } from './shared.js';
@@ -361,7 +362,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // is kept (with the entry's own `createdAt`, an entry refilled after the invalidation but before
   // the bus message arrived would be dropped on every read and fetched again).
   const tagCopy = (entry: CacheEntry, readAt: number): CacheEntry =>
-    entry.tags === undefined || !(readAt > entry.createdAt) ? entry : { ...entry, createdAt: readAt };
+    entry.tags === undefined || !(readAt > entry.createdAt)
+      ? entry
+      : changeEntry(entry, { createdAt: readAt });
 
   const cache: TieredCache = {
     name,
@@ -451,7 +454,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const localCopy = (entry: CacheEntry): CacheEntry | undefined => {
     if (remote.roundTrip === undefined) return entry;
     try {
-      return { ...entry, value: remote.roundTrip(entry.value) };
+      return changeEntry(entry, { value: remote.roundTrip(entry.value) });
     } catch {
       return undefined;
     }

@@ -41,6 +41,9 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'roundTripValue',
   'stringifyValue',
   'toSerializer',
+  // entries of the fixed shapes the hit path is fast on
+  'changeEntry',
+  'createEntry',
   // the never-older rule, errors and backend faults
   'messageOf',
   'reportBackendError',

@@ -4,6 +4,7 @@
 
 import {
   type CacheEntry,
+  changeEntry,
   decodeEnvelope,
   encodeEnvelope,
   encodeTag,
@@ -127,12 +128,11 @@ export function pxArgument(ms: number): string {
 /** `entry` with every time moved by `offset` ms (`Infinity` stays `Infinity`). */
 function shifted(entry: CacheEntry, offset: number): CacheEntry {
   if (offset === 0) return entry;
-  return {
-    ...entry,
+  return changeEntry(entry, {
     createdAt: entry.createdAt + offset,
     freshUntil: entry.freshUntil + offset,
     staleUntil: entry.staleUntil + offset,
-  };
+  });
 }
 
 /**

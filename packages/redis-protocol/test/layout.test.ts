@@ -50,6 +50,29 @@ describe('stored values and write arguments', () => {
     expect(writeGuardArgs(entry, undefined)?.px).toBe('');
     expect(() => writeGuardArgs({ ...entry, value: 1n }, 10)).toThrow(TypeError);
   });
+
+  it('a decoded entry moved to the local clock keeps the fixed shape of core entries', async () => {
+    const { decodeStored } = await import('../src/index.js');
+    const entry = {
+      value: 'v',
+      createdAt: 1_000,
+      freshUntil: 2_000,
+      staleUntil: 3_000,
+      delta: 5,
+      tags: ['t'],
+    };
+    const decoded = decodeStored(encodeEnvelope(entry), undefined, 100);
+    // Built by core's changeEntry, not by spreading: same keys, same order (see core's entry.ts).
+    expect(decoded).toStrictEqual({ ...entry, createdAt: 900, freshUntil: 1_900, staleUntil: 2_900 });
+    expect(Object.keys(decoded ?? {})).toEqual([
+      'value',
+      'createdAt',
+      'freshUntil',
+      'staleUntil',
+      'delta',
+      'tags',
+    ]);
+  });
 });
 
 describe('remoteWriteArgs', () => {
