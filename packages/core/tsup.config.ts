@@ -11,7 +11,7 @@ export default defineConfig({
   sourcemap: true,
   target: 'es2022',
   platform: 'neutral',
-  external: ['node:async_hooks'],
+  external: ['node:async_hooks', 'node:worker_threads'],
   // Keep the `node:` prefix: Deno and Bun resolve builtins by it.
   removeNodeProtocol: false,
 });

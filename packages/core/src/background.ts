@@ -1,3 +1,4 @@
+import { clockThreadEnabled, setClockThread } from './clock.js';
 import { isolatedRequests, shared } from './shared.js';
 
 /** Process-wide settings. */
@@ -36,6 +37,19 @@ export interface StampedeConfig {
    * @default Math.random
    */
   random?: () => number;
+  /**
+   * On Node (and other runtimes with `worker_threads`), while hits come faster than 250,000 a second
+   * for about 65 ms, a small thread keeps a coarse clock (written every 25 ms) that the hit path
+   * reads instead of the real clock for entries more than a second from expiry; hits nearer expiry
+   * read the real clock, so nothing is served as fresh past its time. A clock read costs 20-50 ns, a
+   * third of a hit. The thread costs about 10 MB and 0.2% of a core while it runs, less than the
+   * reads it saves at that rate; it sleeps when hits drop below about 50,000 a second and ends
+   * after 30 s asleep. It never keeps the process alive, and it is not used while `Date.now` is
+   * replaced (fake timers). `false` stops it and keeps it from starting: every hit then reads the
+   * real clock.
+   * @default true
+   */
+  clockThread?: boolean;
 }
 
 // The cap and the count are shared by every copy of the core loaded in this process (see
@@ -46,13 +60,19 @@ const refresh = shared.refresh;
  * Changes process-wide settings.
  *
  * @throws RangeError when `maxBackgroundRefreshes` is not a non-negative integer; TypeError when
- * `detectSelfCalls` or `isolatedRequests` is not a boolean, or `random` not a function
+ * `detectSelfCalls`, `isolatedRequests` or `clockThread` is not a boolean, or `random` not a function
  * @example
  * configure({ maxBackgroundRefreshes: 16 })
  */
 export function configure(config: StampedeConfig): void {
   if (typeof config !== 'object' || config === null) throw new TypeError('config must be an object');
-  const { maxBackgroundRefreshes: max, detectSelfCalls: detect, isolatedRequests: isolated, random } = config;
+  const {
+    maxBackgroundRefreshes: max,
+    detectSelfCalls: detect,
+    isolatedRequests: isolated,
+    random,
+    clockThread,
+  } = config;
   // Every setting is checked before any is applied: a bad one changes nothing.
   if (max !== undefined && (!Number.isInteger(max) || max < 0)) {
     throw new RangeError(`config.maxBackgroundRefreshes must be a non-negative integer; got ${String(max)}`);
@@ -66,7 +86,11 @@ export function configure(config: StampedeConfig): void {
   if (random !== undefined && typeof random !== 'function') {
     throw new TypeError(`config.random must be a function; got ${typeof random}`);
   }
+  if (clockThread !== undefined && typeof clockThread !== 'boolean') {
+    throw new TypeError(`config.clockThread must be a boolean; got ${typeof clockThread}`);
+  }
   if (max !== undefined) refresh.max = max;
+  if (clockThread !== undefined) setClockThread(clockThread);
   if (random !== undefined) shared.random = random;
   if (detect !== undefined) shared.detectSelfCalls = detect;
   if (isolated !== undefined) shared.isolatedRequests = isolated;
@@ -79,6 +103,7 @@ export function getConfig(): Required<StampedeConfig> {
     detectSelfCalls: shared.detectSelfCalls !== false,
     isolatedRequests: isolatedRequests(),
     random: shared.random ?? Math.random,
+    clockThread: clockThreadEnabled(),
   };
 }
 

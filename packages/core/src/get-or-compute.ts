@@ -2,6 +2,7 @@ import { isPendingRead, isThenable, readEntry, sharedRead, shareRead } from './b
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
+import { COARSE_MARGIN_MS, coarseNow, stillBefore } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { emit, hasListeners } from './events.js';
@@ -54,8 +55,10 @@ export function getOrCompute<T>(
   fill: () => T | Promise<T>,
 ): Promise<T> {
   // The hit path: a known cache, a plain key, a function, a ttl seen before, nothing in flight and
-  // a synchronous adapter: one read and one real clock reading. (A clock cached until a timer
-  // clears it can be arbitrarily old when the caller never yields to timers.)
+  // a synchronous adapter: one read and one look at the clock: the coarse one when the entry is far
+  // from expiry by it, else the real one. (A clock cached until a timer clears it can be
+  // arbitrarily old when the caller never yields to timers; the coarse clock's thread cannot be
+  // held up by the caller, see clock.ts.)
   const state = cache == null ? undefined : (cache as Stateful)[STATE];
   if (
     state === undefined ||
@@ -77,7 +80,7 @@ export function getOrCompute<T>(
   const read = readEntry(state, key);
   if (read !== undefined && !isPendingRead(read)) {
     const freshUntil = read.freshUntil;
-    if (freshUntil === Number.POSITIVE_INFINITY || Date.now() < freshUntil) {
+    if (freshUntil === Number.POSITIVE_INFINITY || stillBefore(freshUntil)) {
       state.counters.hits++;
       return settledPromise(read) as Promise<T>;
     }
@@ -104,7 +107,7 @@ function localTierHit(state: CacheState, tier: Cache, key: string): Promise<unkn
   }
   if (copy === undefined) return undefined;
   const freshUntil = (copy as CacheEntry).freshUntil;
-  if (typeof freshUntil !== 'number' || !(Date.now() < freshUntil)) return undefined;
+  if (typeof freshUntil !== 'number' || !stillBefore(freshUntil)) return undefined;
   state.counters.l1Hits++;
   state.counters.hits++;
   return settledPromise(copy as CacheEntry);
@@ -303,20 +306,24 @@ function afterRead(
     return Promise.reject(options.signal.reason);
   }
   if (entry !== undefined) {
-    const now = Date.now();
-    if (now < entry.freshUntil) {
+    // The coarse clock answers for an entry far from expiry, or stale and far from the end of its
+    // grace; near either edge the real clock does. The coarse time is at most the margin behind
+    // the real one, so the time left lies between `left - COARSE_MARGIN_MS` and `left`.
+    const coarse = coarseNow();
+    const freshUntil = entry.freshUntil;
+    const left = freshUntil - coarse;
+    if (left > COARSE_MARGIN_MS) {
       counters.hits++;
-      // XFetch: nothing but a comparison until expiry is within reach of the largest possible draw,
-      // then one random draw (and, for draws near the threshold, a logarithm); only for entries
-      // whose fill time is known.
+      if (options.earlyRefresh !== 0)
+        mayRefreshEarly(state, key, entry, left - COARSE_MARGIN_MS, left, options, fill);
+      return settledPromise(entry);
+    }
+    const now = coarse >= freshUntil && entry.staleUntil - coarse > COARSE_MARGIN_MS ? coarse : Date.now();
+    if (now < freshUntil) {
+      counters.hits++;
       if (options.earlyRefresh !== 0) {
-        const delta = entry.delta;
-        if (delta !== undefined) {
-          const scale = delta * options.earlyRefresh;
-          const remaining = entry.freshUntil - now;
-          if (remaining <= scale * MAX_HEAD_START && drawsEarlyRefresh(remaining, scale))
-            refreshEarly(state, key, entry, delta, remaining, options, fill);
-        }
+        const remaining = freshUntil - now;
+        mayRefreshEarly(state, key, entry, remaining, remaining, options, fill);
       }
       return settledPromise(entry);
     }
@@ -368,23 +375,50 @@ const MIN_DRAW = 2 ** -53;
 const MAX_HEAD_START = -Math.log(MIN_DRAW);
 
 /**
- * The XFetch test for a fresh entry `remaining` ms from expiry, with `scale` = `delta * beta`:
- * `now - delta * beta * ln(random()) >= freshUntil`, that is `-scale * ln(random()) >= remaining`,
- * a draw below 2^-53 taken as 2^-53. `-ln(random())` is exponentially distributed (mean 1): one
- * read `t` ms from expiry draws a refresh with probability `exp(-t / scale)`, so among `R` reads per
- * ms the first draw comes typically `scale * ln(R * scale / ln 2)` before expiry (the median of a
- * Gumbel law; the core README's "Choosing beta" works it through). Kept apart from
+ * XFetch on a fresh hit: nothing but a comparison until expiry is within reach of the largest
+ * possible draw, then one random draw (and, for draws near the threshold, a logarithm); only for
+ * entries whose fill time is known. The time left is known to lie in `[least, most]` (exactly, when
+ * they are equal); the real clock is read only for a draw that falls between them.
+ */
+function mayRefreshEarly(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry,
+  least: number,
+  most: number,
+  options: ResolvedOptions,
+  fill: FillFn,
+): void {
+  const delta = entry.delta;
+  if (delta === undefined) return;
+  const scale = delta * options.earlyRefresh;
+  if (least > scale * MAX_HEAD_START || !drawsEarlyRefresh(least, most, scale, entry.freshUntil)) return;
+  refreshEarly(state, key, entry, delta, Math.max(0, entry.freshUntil - Date.now()), options, fill);
+}
+
+/**
+ * The XFetch test for a fresh entry whose time left lies in `[least, most]`, with `scale` =
+ * `delta * beta`: `now - delta * beta * ln(random()) >= freshUntil`, that is
+ * `-scale * ln(random()) >= remaining`, a draw below 2^-53 taken as 2^-53. `-ln(random())` is
+ * exponentially distributed (mean 1): one read `t` ms from expiry draws a refresh with probability
+ * `exp(-t / scale)`, so among `R` reads per ms the first draw comes typically
+ * `scale * ln(R * scale / ln 2)` before expiry (the median of a Gumbel law; the core README's
+ * "Choosing beta" works it through). One draw per call, whatever the bounds: a draw that lands
+ * between them is settled by the real clock, never by drawing again. Kept apart from
  * {@link refreshEarly} so that the hit path inlines only this.
  */
-function drawsEarlyRefresh(remaining: number, scale: number): boolean {
+function drawsEarlyRefresh(least: number, most: number, scale: number, freshUntil: number): boolean {
   const drawn = (shared.random ?? Math.random)();
   const r = Math.max(drawn, MIN_DRAW);
   // -ln(r) lies between 1 - r and 1/r - 1: where both bounds give the same answer (most draws), the
   // logarithm, the dearest part of the test, is not needed.
   const low = scale * (1 - r);
-  if (low >= remaining) return true;
-  if (low < remaining * r) return false;
-  return -scale * Math.log(r) >= remaining;
+  if (low >= most) return true;
+  if (low < least * r) return false;
+  const threshold = -scale * Math.log(r);
+  if (threshold >= most) return true;
+  if (threshold < least) return false;
+  return threshold >= freshUntil - Date.now();
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { CoarseClock } from './clock.js';
 import type { StampedeListener } from './events.js';
 import type { Flight } from './flight.js';
 import type { CacheState } from './registry.js';
@@ -68,6 +69,11 @@ export interface Shared {
    * by an older copy lacks it, which means `Math.random`.
    */
   random?: () => number;
+  /**
+   * The coarse clock the hit path reads (`clock.ts`). Optional: a shared object made by an older
+   * copy lacks it, and the first copy that needs it creates it.
+   */
+  clock?: CoarseClock;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');

@@ -8,6 +8,7 @@ import type {
   FillLockAttempt,
   MaybePromise,
 } from './cache.js';
+import { stillBefore } from './clock.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
@@ -348,7 +349,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   };
 
   const afterLocal = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
-    if (copy !== undefined && Date.now() < copy.freshUntil) {
+    if (copy !== undefined && stillBefore(copy.freshUntil)) {
       counters.l1Hits++;
       return copy;
     }

@@ -57,3 +57,42 @@ describe('freshness follows the real clock', () => {
     expect(stats()).toMatchObject({ hits: 1, misses: 3, fills: 3 });
   });
 });
+
+describe('freshness with the coarse clock running (hits faster than 250,000 a second)', () => {
+  const clock = (globalThis as Record<symbol, { clock: { control: Int32Array; time: Float64Array } }>)[
+    Symbol.for('@stampede/core/shared/v1')
+  ]?.clock;
+  const running = () =>
+    clock !== undefined && Atomics.load(clock.control, 0) === 1 && clock.time[0] !== Number.POSITIVE_INFINITY;
+
+  it('a loop of awaited hits that never yields to timers sees the value expire at its freshUntil', async () => {
+    const cache = createMemoryCache();
+    const warm = () => 0;
+    const giveUpAt = Date.now() + 10_000;
+    while (!running() && Date.now() < giveUpAt) {
+      for (let i = 0; i < 4096; i++) await getOrCompute(cache, 'warm', '1h', warm);
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    expect(running()).toBe(true);
+    let fills = 0;
+    const fill = () => ++fills;
+    // Beyond the coarse clock's 1 s margin, so that hits far from expiry read it; lru-cache's own
+    // clock is cached until a timer runs, so the memory cache keeps the entry past its ttl.
+    const ttl = 1_300;
+    const firstSeen = new Map<number, number>();
+    const servedLate: number[] = [];
+    let hits = stats().hits;
+    const until = Date.now() + 2 * ttl + 200;
+    for (let before = Date.now(); before < until; before = Date.now()) {
+      const value = await getOrCompute(cache, 'k', ttl, fill);
+      const seen = firstSeen.get(value);
+      if (seen === undefined) firstSeen.set(value, Date.now());
+      const counted = stats().hits;
+      if (counted > hits && seen !== undefined && before >= seen + ttl) servedLate.push(before - seen - ttl);
+      hits = counted;
+    }
+    expect(servedLate).toEqual([]);
+    expect(fills).toBeGreaterThanOrEqual(3);
+    expect(running()).toBe(true);
+  });
+});
