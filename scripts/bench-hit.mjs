@@ -1,9 +1,23 @@
 // Hit-path benchmark: a hit through getOrCompute on the memory cache against an awaited raw
 // lru-cache get, and a getOrComputeWith hit with and without earlyRefresh, in the same run, and the overhead a herd of 10,000 callers adds beyond the fill's
 // own time. Prints medians of several rounds and their ratio.
+import { execFileSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { getOrCompute, getOrComputeWith, invalidate } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { LRUCache } from 'lru-cache';
+
+// One CPU for the whole run (this thread and any it starts): the cores of a shared VM can differ a
+// lot (one ran this loop 1.8x slower than the other here), and a process the scheduler moves
+// between them mid-run gives each case a different mix.
+const cpu = availableParallelism() - 1;
+let pinned = false;
+try {
+  execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' });
+  pinned = true;
+} catch {
+  // taskset (util-linux) missing: the scheduler places the process.
+}
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 1_000_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
@@ -72,7 +86,7 @@ const median = (xs) => {
 
 const samples = Object.fromEntries(Object.keys(cases).map((name) => [name, []]));
 process.stdout.write(
-  `hit-path benchmark: ${ROUNDS} rounds x ${ITERATIONS} ops, interleaved, order rotated\n`,
+  `hit-path benchmark: ${ROUNDS} rounds x ${ITERATIONS} ops, interleaved, order rotated, ${pinned ? `pinned to CPU ${cpu}` : 'not pinned'}\n`,
 );
 // Each round starts one case later, so that no case always runs right after the same other one
 // (a case's cost shifts by tens of ns with what ran before it: JIT state, GC).

@@ -1,13 +1,16 @@
 // A child process the parent talks to by IPC messages: `next(type)` resolves the child's next
 // message of that type.
 import { fork } from 'node:child_process';
+import { pinToHitCpu } from './machine.mjs';
 
-export function startChild(path, { execArgv = [], env = process.env } = {}) {
+/** `pin`: run the child on the hit CPU only (see `machine.mjs`), for hit measurements. */
+export function startChild(path, { execArgv = [], env = process.env, pin = false } = {}) {
   const child = fork(path, [], {
     execArgv: ['--expose-gc', ...execArgv],
     env,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  const cpu = pin ? pinToHitCpu(child.pid) : undefined;
   const waiters = [];
   child.on('message', (message) => {
     const index = waiters.findIndex((w) => w.type === message.type);
@@ -40,5 +43,5 @@ export function startChild(path, { execArgv = [], env = process.env } = {}) {
       child.send({ type: 'close' });
       setTimeout(() => child.kill(), 5_000).unref();
     });
-  return { child, next, ask, stop };
+  return { child, next, ask, stop, cpu };
 }

@@ -47,6 +47,12 @@ export const config = {
     rounds: int('BENCH_SWR_ROUNDS', 5),
     /** Rounds run first and not counted, so that every library is compiled before it is measured. */
     warmupRounds: int('BENCH_SWR_WARMUP_ROUNDS', 3),
+    /**
+     * Fresh hits each library serves on another key before the rounds, in bursts of `callers`: a
+     * server has served many hits of its read path by the time a key expires, so its stale reads run
+     * compiled code, where the warm-up rounds alone leave part of each library's path interpreted.
+     */
+    freshHits: int('BENCH_SWR_FRESH_HITS', 100_000),
     callers: int('BENCH_SWR_CALLERS', 1_000),
     ttlMs: 1_000,
     graceMs: 5_000,

@@ -1,4 +1,5 @@
 // What the run ran on, for the report header.
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import { Redis } from 'ioredis';
@@ -36,4 +37,25 @@ export async function machine(redisUrl) {
     redis: await redisVersion(redisUrl),
     date: new Date().toISOString().slice(0, 10),
   };
+}
+
+/**
+ * The CPU that hit measurements run on: every case's process (and its threads) is pinned to it, so
+ * that both sides of a ratio run on the same core. The cores of a shared VM can differ a lot: on
+ * the machines of this project one vCPU ran the same hit loop 1.8x slower than the other, so two
+ * processes left to the scheduler gave ratios anywhere between the two.
+ */
+export const HIT_CPU = availableParallelism() - 1;
+
+/**
+ * Pins process `pid` (all its threads, and those it starts later) to {@link HIT_CPU} with
+ * `taskset` (util-linux). Returns the CPU, or `undefined` where that is not possible.
+ */
+export function pinToHitCpu(pid) {
+  try {
+    execFileSync('taskset', ['-a', '-p', '-c', String(HIT_CPU), String(pid)], { stdio: 'ignore' });
+    return HIT_CPU;
+  } catch {
+    return undefined;
+  }
 }

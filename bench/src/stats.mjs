@@ -80,3 +80,12 @@ export function startCallers(callers, call) {
   }
   return { all: Promise.all(pending), latencies, counts };
 }
+
+/** How the processes of `cases` (each with the `worker` startChild gave it) were placed. */
+export function pinning(cases) {
+  const cpus = new Set(cases.map((c) => c.worker?.cpu));
+  const [cpu] = cpus;
+  return cpus.size === 1 && cpu !== undefined
+    ? `every process pinned to CPU ${cpu}`
+    : 'processes not pinned (taskset unavailable)';
+}

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { startChild } from '../child.mjs';
 import { config } from '../config.mjs';
 import { rawLru } from '../peers/raw-lru.mjs';
-import { median, ns, progress, ratio, rotate, table } from '../stats.mjs';
+import { median, ns, pinning, progress, ratio, rotate, table } from '../stats.mjs';
 
 const childPath = fileURLToPath(new URL('../hit-child.mjs', import.meta.url));
 
@@ -18,7 +18,7 @@ export async function hitScenario(peers) {
   ];
   try {
     for (const c of cases) {
-      c.worker = startChild(childPath);
+      c.worker = startChild(childPath, { pin: true });
       const { n } = await c.worker.ask({ type: 'setup', id: c.id, keys, sampleMs }, 'ready', 60_000);
       c.n = n;
       c.samples = [];
@@ -47,7 +47,7 @@ export async function hitScenario(peers) {
   const fastestPeer = peerCases.reduce((a, b) => (median(a.samples) <= median(b.samples) ? a : b));
   const fastestPeerNs = median(fastestPeer.samples);
   const markdown = [
-    `### 1. Memory hit (${rounds} interleaved rounds, ~${sampleMs} ms per sample, ${keys.toLocaleString('en-US')} keys, one process per case)`,
+    `### 1. Memory hit (${rounds} interleaved rounds, ~${sampleMs} ms per sample, ${keys.toLocaleString('en-US')} keys, one process per case, ${pinning(cases)})`,
     '',
     table(['case', 'median per op', 'ratio to raw lru get', 'range over rounds'], rows, ['l', 'r', 'r', 'r']),
   ].join('\n');

@@ -10,7 +10,7 @@ import { config } from '../config.mjs';
 import { rawLru } from '../peers/raw-lru.mjs';
 import { tieredBusVariants, tieredHitCases, tieredMissing } from '../peers/tiered.mjs';
 import { commandDelta, commandStats, connect, randomPrefix, startPrivateRedis } from '../redis.mjs';
-import { median, ms, ns, percentile, progress, ratio, rotate, table } from '../stats.mjs';
+import { median, ms, ns, percentile, pinning, progress, ratio, rotate, table } from '../stats.mjs';
 
 const hitChild = fileURLToPath(new URL('../hit-child.mjs', import.meta.url));
 const busChild = fileURLToPath(new URL('../tiered-child.mjs', import.meta.url));
@@ -50,7 +50,7 @@ async function hitPart() {
   ];
   try {
     for (const c of cases) {
-      c.worker = startChild(hitChild);
+      c.worker = startChild(hitChild, { pin: true });
       const { n } = await c.worker.ask({ type: 'setup', id: c.id, keys, sampleMs, context }, 'ready', 60_000);
       c.n = n;
       c.samples = [];
@@ -88,7 +88,7 @@ async function hitPart() {
   const oursNs = median(ours.samples);
   return {
     markdown: [
-      `### 8a. Tiered L1 hit (${rounds} interleaved rounds, ~${sampleMs} ms per sample, ${keys.toLocaleString('en-US')} keys, one process per case, a redis-server of the bench's own)`,
+      `### 8a. Tiered L1 hit (${rounds} interleaved rounds, ~${sampleMs} ms per sample, ${keys.toLocaleString('en-US')} keys, one process per case, ${pinning(cases)}, a redis-server of the bench's own)`,
       '',
       table(
         [
