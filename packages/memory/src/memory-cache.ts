@@ -53,6 +53,13 @@ export interface MemoryCache extends Cache {
 // lru-cache's clock must agree with the envelope's (Date.now), so a physical expiry never
 // precedes the logical one and fake timers move both.
 const wallClock = { now: () => Date.now() };
+// How long lru-cache keeps a clock reading for its physical expiry, in ms. Its default (1 ms) arms a
+// timer on the first read after every pause longer than that: on a server whose requests come with
+// gaps, the first hit of nearly every burst paid a timer (1 to 40 us; 500 hits after a 25 ms pause
+// cost 170 ns each instead of 100). A reading kept for a second costs that at most once a second; the
+// physical expiry it decides may then come up to a second late, which only holds memory a little
+// longer: whether an entry is fresh, stale or gone is decided by the core on its own clock.
+const TTL_RESOLUTION_MS = 1_000;
 
 /**
  * An in-process cache on lru-cache. Values are stored as they are (no serialisation, so a hit is
@@ -73,7 +80,8 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   if (given === undefined && (!Number.isInteger(max) || max < 1)) {
     throw new RangeError(`options.max must be a positive integer; got ${String(max)}`);
   }
-  const lru = given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock });
+  const lru =
+    given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock, ttlResolution: TTL_RESOLUTION_MS });
 
   // When each key was last deleted, so a fill that started before the delete (and writes after it)
   // cannot bring the old value back. Bounded like the cache; a record pushed out raises `floor`,
