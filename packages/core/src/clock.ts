@@ -74,6 +74,8 @@ export interface CoarseClock {
   start: StartClockThread | undefined;
   /** `configure({ clockThread })`. */
   enabled: boolean;
+  /** A thread could not be started or failed: none is started again in this process. */
+  broken: boolean;
 }
 
 function create(): CoarseClock {
@@ -94,6 +96,7 @@ function create(): CoarseClock {
     native: undefined,
     start: undefined,
     enabled: true,
+    broken: false,
   };
 }
 
@@ -142,7 +145,12 @@ const NATIVE_SOURCE = /\{\s*\[native code\]\s*\}\s*$/;
 function engage(c: CoarseClock): void {
   c.fastSamples = 0;
   const now = Date.now;
-  if (!c.enabled || c.start === undefined || !NATIVE_SOURCE.test(Function.prototype.toString.call(now)))
+  if (
+    !c.enabled ||
+    c.broken ||
+    c.start === undefined ||
+    !NATIVE_SOURCE.test(Function.prototype.toString.call(now))
+  )
     return;
   c.native = now;
   const control = c.control;
@@ -157,18 +165,20 @@ function engage(c: CoarseClock): void {
     c.start(c.buffer);
   } catch {
     // Not allowed here (a permission model, a sandbox): hits read the real clock from now on.
-    c.start = undefined;
+    c.broken = true;
     Atomics.store(control, STATE, EXITED);
   }
 }
 
 /**
- * Marks the thread as gone (its exit or error event): nothing it wrote is trusted any more, and the
- * next engagement starts another.
+ * Marks the thread as gone (its exit or error event): nothing it wrote is trusted any more. After an
+ * exit (30 s asleep) the next engagement starts another; after an error (a runtime whose workers
+ * cannot run it) none is started again in this process.
  */
-export function clockThreadEnded(): void {
+export function clockThreadEnded(failed = false): void {
   clock.time[0] = Number.POSITIVE_INFINITY;
   Atomics.store(clock.control, STATE, EXITED);
+  if (failed) clock.broken = true;
 }
 
 /** Lets the `node` entry point start clock threads. */

@@ -72,11 +72,12 @@ useClockThread((buffer) => {
   });
   clockThread = worker;
   worker.unref();
-  const ended = (): void => {
+  worker.on('error', () => {
+    if (clockThread === worker) clockThreadEnded(true);
+  });
+  worker.on('exit', () => {
     if (clockThread === worker) clockThreadEnded();
-  };
-  worker.on('error', ended);
-  worker.on('exit', ended);
+  });
 });
 
 export * from './index.js';

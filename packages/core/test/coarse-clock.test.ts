@@ -174,6 +174,35 @@ describe('the coarse clock steps aside', () => {
   });
 });
 
+describe('a runtime whose threads cannot run the clock', () => {
+  it('a start that throws is tried once: hits go on reading the real clock', async () => {
+    await engage();
+    configure({ clockThread: false }); // the running thread goes to sleep
+    const { control } = clock;
+    const saved = { start: clock.start, state: Atomics.load(control, 0) };
+    let tries = 0;
+    Atomics.store(control, 0, 3); // as if no thread had ever run
+    clock.start = () => {
+      tries++;
+      throw new Error('worker_threads refused');
+    };
+    try {
+      configure({ clockThread: true });
+      const cache = testCache();
+      let fills = 0;
+      for (let i = 0; i < 40 * SAMPLE_EVERY; i++) await getOrCompute(cache, 'k', '1h', () => ++fills);
+      expect(tries).toBe(1);
+      expect(clock.broken).toBe(true);
+      expect(coarseNow()).toBe(Number.POSITIVE_INFINITY);
+      expect(fills).toBe(1);
+    } finally {
+      clock.start = saved.start;
+      clock.broken = false;
+      Atomics.store(control, 0, saved.state);
+    }
+  });
+});
+
 describe('the coarse clock thread in a real process', () => {
   beforeAll(() => {
     // The fixture loads the built package, as an application would.
