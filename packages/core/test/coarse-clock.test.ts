@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { buildIfStale } from '@stampede/test-support';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createEntry } from '../src/adapter.js';
 import { COARSE_MARGIN_MS, clockThreadRunning, coarseNow, SAMPLE_EVERY } from '../src/clock.js';
 import { configure, getOrCompute, getOrComputeWith, resetStats, stats } from '../src/node.js';
 import { shared } from '../src/shared.js';
@@ -98,6 +99,31 @@ describe('the coarse clock', () => {
       expect(clockThreadRunning()).toBe(true);
     },
   );
+});
+
+describe('earlyRefresh with the coarse clock', () => {
+  afterEach(() => {
+    configure({ random: Math.random });
+  });
+
+  // An entry 5 s from expiry whose fill took 10 s (beta 1): XFetch refreshes when
+  // -10 s * ln(random()) >= the time left. By the coarse clock the time left lies within a second
+  // below 5 s; a draw decided by that range needs no clock, one inside it reads the real clock.
+  it.each([
+    ['a draw past the range refreshes', 0.5, 1], // threshold 6.93 s
+    ['a draw short of the range does not', 0.9, 0], // threshold 1.05 s
+    ['a draw inside the range is settled by the real clock (here: not yet)', Math.exp(-0.47), 0], // 4.7 s
+  ])('%s', async (_, draw, refreshes) => {
+    await engage();
+    configure({ random: () => draw });
+    const cache = testCache();
+    const now = Date.now();
+    cache.backend.write('k', createEntry('old', now, now + 5_000, now + 5_000, 10_000), 60_000);
+    resetStats();
+    expect(await getOrComputeWith(cache, 'k', { ttl: '1h', earlyRefresh: true }, () => 'new')).toBe('old');
+    expect(clockThreadRunning()).toBe(true);
+    expect(stats()).toMatchObject({ hits: 1, earlyRefreshes: refreshes });
+  });
 });
 
 describe('the coarse clock steps aside', () => {
