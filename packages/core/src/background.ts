@@ -39,10 +39,10 @@ export interface StampedeConfig {
   random?: () => number;
   /**
    * On Node (and other runtimes with `worker_threads`), while hits come faster than 250,000 a second
-   * for about 65 ms, a small thread keeps a coarse clock (written every 25 ms) that the hit path
-   * reads instead of the real clock for entries more than a second from expiry; hits nearer expiry
-   * read the real clock, so nothing is served as fresh past its time. A clock read costs 20-50 ns, a
-   * third of a hit. The thread costs about 10 MB and 0.2% of a core while it runs, less than the
+   * for about 65 ms, a small thread keeps a coarse clock (whole seconds, written every 50 ms) that
+   * the hit path reads instead of the real clock for entries more than 2 s from expiry; hits nearer
+   * expiry read the real clock, so nothing is served as fresh past its time. A clock read costs
+   * 20-50 ns, a third of a hit. The thread costs about 10 MB and 0.1% of a core while it runs, less than the
    * reads it saves at that rate; it sleeps when hits drop below about 50,000 a second and ends
    * after 30 s asleep. It never keeps the process alive, and it is not used while `Date.now` is
    * replaced (fake timers). `false` stops it and keeps it from starting: every hit then reads the

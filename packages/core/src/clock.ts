@@ -10,10 +10,15 @@ import { shared } from './shared.js';
 // written by a thread of its own (Node's `worker_threads`, started by the `node` entry point), which
 // the caller's event loop cannot hold up: the same design as log4j2's CachedClock.
 //
+// The thread writes whole seconds into a Uint32 cell: an integer element of a SharedArrayBuffer is
+// read and written whole (the memory model promises no tearing for integer elements, not for a
+// Float64 one), so no reader ever sees half of an old time and half of a new one. 0 means "no time".
+//
 // It is trusted only to say "more than COARSE_MARGIN_MS from expiry": a hit within that margin of
-// `freshUntil` (or `staleUntil`) reads the real clock, so the thread's own lag (its tick, plus how
-// long the OS leaves it unscheduled) never serves anything as fresh past its time unless the thread
-// stalls for the whole margin, and then the next sample (below) stops trusting it.
+// `freshUntil` (or `staleUntil`) reads the real clock. The coarse time trails the real one by under
+// a second (whole seconds) plus the thread's tick plus how long the OS leaves it unscheduled; once
+// it trails by more than LAG_LIMIT_MS, the next sample (below) stops trusting it, so nothing is
+// served as fresh past its time unless the thread stalls for the margin between two samples.
 //
 // The thread runs only while hits come fast enough that it is cheaper than the clock reads it
 // replaces: it starts after ENGAGE_WINDOWS samples in a row at ENGAGE_RATE hits per ms or more,
@@ -22,13 +27,14 @@ import { shared } from './shared.js';
 // it off; runtimes without `worker_threads` never start it, and their hits read the real clock.
 
 /** How far from expiry an entry must be, by the coarse time, for a hit to skip the real clock. */
-export const COARSE_MARGIN_MS = 1000;
+export const COARSE_MARGIN_MS = 2000;
+/** How far the coarse time may trail the real one (seen at a sample) before it is not trusted. */
+export const LAG_LIMIT_MS = 1500;
 /**
  * How often the clock thread writes the time, in milliseconds. Each wake costs the thread some
- * 50 us of CPU on a VM (a timer and a futex), so about 0.2% of a core at this tick; the lag it
- * leaves is far inside {@link COARSE_MARGIN_MS}.
+ * 50 us of CPU on a VM (a timer and a futex), so about 0.1% of a core at this tick.
  */
-export const TICK_MS = 25;
+export const TICK_MS = 50;
 /** Hits between two samples: a real clock reading, the rate check and the thread's heartbeat. */
 export const SAMPLE_EVERY = 1024;
 /** Hits per millisecond (250,000 a second) from which the thread costs less than the reads. */
@@ -43,7 +49,10 @@ export const DISENGAGE_BEATS = 50;
 /** How long the thread sleeps before it ends, in milliseconds. */
 export const EXIT_AFTER_MS = 30_000;
 
-/** The control cells shared with the thread: its state, the heartbeat and a cell to sleep on. */
+/** The layout of the shared buffer: the seconds cell (Uint32) at byte 0, the control cells after it. */
+export const BUFFER_BYTES = 16;
+export const CONTROL_OFFSET = 4;
+/** The control cells (Int32) shared with the thread: its state, the heartbeat and a cell to sleep on. */
 export const STATE = 0;
 export const BEAT = 1;
 export const SLEEP = 2;
@@ -56,10 +65,10 @@ export type StartClockThread = (buffer: SharedArrayBuffer) => void;
 
 /** The coarse clock's process-wide state (on `shared`, so that every copy of the core uses one). */
 export interface CoarseClock {
-  /** Shared with the thread: the time at byte 0, the control cells after it. */
+  /** Shared with the thread (see {@link BUFFER_BYTES}). */
   readonly buffer: SharedArrayBuffer;
-  /** `[0]`: the time the thread last wrote, or `+Infinity` while none runs (nothing is trusted). */
-  readonly time: Float64Array;
+  /** `[0]`: the time the thread last wrote, in whole seconds since the epoch; 0 while none is trusted. */
+  readonly seconds: Uint32Array;
   /** The cells {@link STATE}, {@link BEAT} and {@link SLEEP}. */
   readonly control: Int32Array;
   /** Hits since the last sample. */
@@ -81,14 +90,12 @@ export interface CoarseClock {
 function create(): CoarseClock {
   // One buffer for the life of the process, so that the hit path always reads the same array (a
   // second array of another kind would make it polymorphic); each thread started works on it.
-  const buffer = new SharedArrayBuffer(24);
-  const time = new Float64Array(buffer, 0, 1);
-  time[0] = Number.POSITIVE_INFINITY;
-  const control = new Int32Array(buffer, 8, 3);
+  const buffer = new SharedArrayBuffer(BUFFER_BYTES);
+  const control = new Int32Array(buffer, CONTROL_OFFSET, 3);
   control[STATE] = EXITED;
   return {
     buffer,
-    time,
+    seconds: new Uint32Array(buffer, 0, 1),
     control,
     hits: 0,
     sampledAt: 0,
@@ -111,7 +118,8 @@ const clock: CoarseClock = shared.clock;
 export function coarseNow(): number {
   const c = clock;
   if (++c.hits >= SAMPLE_EVERY) sample(c);
-  return Date.now === c.native ? (c.time[0] as number) : Number.POSITIVE_INFINITY;
+  const seconds = c.seconds[0] as number;
+  return seconds !== 0 && Date.now === c.native ? seconds * 1000 : Number.POSITIVE_INFINITY;
 }
 
 /**
@@ -128,8 +136,9 @@ function sample(c: CoarseClock): void {
   const elapsed = now - c.sampledAt;
   c.sampledAt = now;
   // A thread that stopped writing (kept off the CPU, or gone without its exit event yet) is not
-  // trusted until it writes again. (`now - Infinity` is never above the limit.)
-  if (now - (c.time[0] as number) > COARSE_MARGIN_MS / 2) c.time[0] = Number.POSITIVE_INFINITY;
+  // trusted until it writes again.
+  const seconds = c.seconds[0] as number;
+  if (seconds !== 0 && now - seconds * 1000 > LAG_LIMIT_MS) c.seconds[0] = 0;
   const control = c.control;
   if (Atomics.load(control, STATE) === RUNNING) {
     Atomics.add(control, BEAT, 1);
@@ -160,7 +169,7 @@ function engage(c: CoarseClock): void {
     return;
   }
   if (state === RUNNING || Atomics.compareExchange(control, STATE, EXITED, RUNNING) !== EXITED) return;
-  c.time[0] = Number.POSITIVE_INFINITY;
+  c.seconds[0] = 0;
   try {
     c.start(c.buffer);
   } catch {
@@ -176,7 +185,7 @@ function engage(c: CoarseClock): void {
  * cannot run it) none is started again in this process.
  */
 export function clockThreadEnded(failed = false): void {
-  clock.time[0] = Number.POSITIVE_INFINITY;
+  clock.seconds[0] = 0;
   Atomics.store(clock.control, STATE, EXITED);
   if (failed) clock.broken = true;
 }
@@ -191,7 +200,7 @@ export function setClockThread(enabled: boolean): void {
   clock.enabled = enabled;
   if (enabled) return;
   clock.fastSamples = 0;
-  clock.time[0] = Number.POSITIVE_INFINITY;
+  clock.seconds[0] = 0;
   Atomics.compareExchange(clock.control, STATE, RUNNING, IDLE);
 }
 
@@ -202,5 +211,5 @@ export function clockThreadEnabled(): boolean {
 
 /** Whether a clock thread is running now (for tests and the bench). */
 export function clockThreadRunning(): boolean {
-  return Atomics.load(clock.control, STATE) === RUNNING && clock.time[0] !== Number.POSITIVE_INFINITY;
+  return Atomics.load(clock.control, STATE) === RUNNING && clock.seconds[0] !== 0;
 }

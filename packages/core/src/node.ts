@@ -6,6 +6,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { Worker } from 'node:worker_threads';
 import {
   BEAT,
+  CONTROL_OFFSET,
   clockThreadEnded,
   DISENGAGE_BEATS,
   EXIT_AFTER_MS,
@@ -29,17 +30,17 @@ useAsyncContext(() => new AsyncLocalStorage<FillFrame>());
  */
 const clockThreadSource = `'use strict';
 const { workerData } = require('node:worker_threads');
-const time = new Float64Array(workerData, 0, 1);
-const control = new Int32Array(workerData, 8, 3);
+const seconds = new Uint32Array(workerData, 0, 1);
+const control = new Int32Array(workerData, ${CONTROL_OFFSET}, 3);
 let beats = Atomics.load(control, ${BEAT});
 let windowStart = Date.now();
 for (;;) {
   const now = Date.now();
-  if (Atomics.load(control, ${STATE}) === ${RUNNING}) time[0] = now;
+  if (Atomics.load(control, ${STATE}) === ${RUNNING}) seconds[0] = Math.floor(now / 1000);
   if (now - windowStart >= 1000) {
     const latest = Atomics.load(control, ${BEAT});
     if (((latest - beats) | 0) < ${DISENGAGE_BEATS} && Atomics.compareExchange(control, ${STATE}, ${RUNNING}, ${IDLE}) === ${RUNNING}) {
-      time[0] = Infinity;
+      seconds[0] = 0;
     }
     beats = latest;
     windowStart = now;
@@ -47,7 +48,7 @@ for (;;) {
   const state = Atomics.load(control, ${STATE});
   if (state === ${EXITED}) break;
   if (state === ${IDLE}) {
-    time[0] = Infinity;
+    seconds[0] = 0;
     if (Atomics.wait(control, ${STATE}, ${IDLE}, ${EXIT_AFTER_MS}) === 'timed-out' &&
         Atomics.compareExchange(control, ${STATE}, ${IDLE}, ${EXITED}) === ${IDLE}) break;
     beats = Atomics.load(control, ${BEAT});
@@ -60,7 +61,7 @@ for (;;) {
 
 // The coarse clock's thread (clock.ts): started only while hits come fast enough to pay for it. It
 // never keeps the process alive, takes none of the parent's flags (a loader, --inspect) and shares
-// nothing but a 24-byte buffer.
+// nothing but a 16-byte buffer.
 // Only the newest thread's end counts: one that ended late must not mark its successor as gone.
 let clockThread: Worker | undefined;
 useClockThread((buffer) => {
