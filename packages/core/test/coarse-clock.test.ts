@@ -6,19 +6,32 @@ import { fileURLToPath } from 'node:url';
 import { buildIfStale } from '@stampede/test-support';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createEntry } from '../src/adapter.js';
-import { COARSE_MARGIN_MS, clockThreadRunning, coarseNow, LAG_LIMIT_MS, SAMPLE_EVERY } from '../src/clock.js';
+import {
+  COARSE_MARGIN_MS,
+  clockThreadRunning,
+  coarseNow,
+  DISENGAGE_BEATS,
+  LAG_LIMIT_MS,
+  SAMPLE_EVERY,
+} from '../src/clock.js';
 import { configure, getOrCompute, getOrComputeWith, resetStats, stats } from '../src/node.js';
 import { shared } from '../src/shared.js';
 import { testCache } from './helpers.js';
 
 const clock = shared.clock as NonNullable<typeof shared.clock>;
 
-/** Awaited hits on a warm key until the thread runs and has written the time (bounded). */
+/**
+ * Awaited hits on a warm key until the thread runs and has written the time (bounded). Always at
+ * least DISENGAGE_BEATS samples' worth first, so that a thread already running has heard enough
+ * heartbeats in its current second not to go to sleep while the test runs.
+ */
 async function engage(): Promise<void> {
   configure({ clockThread: true });
   const cache = testCache();
   await getOrCompute(cache, 'warm', '1h', () => 1);
   const giveUpAt = Date.now() + 10_000;
+  for (let i = 0; i < 2 * DISENGAGE_BEATS * SAMPLE_EVERY; i++)
+    await getOrCompute(cache, 'warm', '1h', () => 1);
   while (!clockThreadRunning()) {
     if (Date.now() > giveUpAt) throw new Error('the clock thread did not start within 10 s');
     for (let i = 0; i < SAMPLE_EVERY; i++) await getOrCompute(cache, 'warm', '1h', () => 1);
