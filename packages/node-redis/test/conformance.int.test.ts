@@ -1,5 +1,5 @@
 import { describeCacheConformance } from '@stampede/test-suite';
-import { randomPrefix, testRedis } from '@stampede/test-support';
+import { REDIS_PROTOCOL_CAPABILITIES, randomPrefix, testRedis } from '@stampede/test-support';
 import { createNodeRedisCache, type NodeRedisCache } from '../src/index.js';
 import { connectedClient, deletePrefixWith } from './helpers.js';
 
@@ -19,17 +19,7 @@ function cacheOn(prefix: string): NodeRedisCache {
 describeCacheConformance({
   name: 'node-redis',
   clock: 'real',
-  capabilities: {
-    lock: true,
-    extend: true,
-    push: true,
-    sync: false,
-    roundTrip: true,
-    tags: true,
-    bus: true,
-    lockAndRead: true,
-    commit: true,
-  },
+  capabilities: REDIS_PROTOCOL_CAPABILITIES,
   async create() {
     client ??= await connectedClient();
     // A prefix per cache: the suite checks that two instances never see each other.

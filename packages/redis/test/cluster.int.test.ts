@@ -1,6 +1,11 @@
 import { getOrComputeWith, inFlightCount, invalidateTag } from '@stampede/core';
 import { describeCacheConformance } from '@stampede/test-suite';
-import { type RedisClusterServer, randomPrefix, startRedisCluster } from '@stampede/test-support';
+import {
+  REDIS_PROTOCOL_CAPABILITIES,
+  type RedisClusterServer,
+  randomPrefix,
+  startRedisCluster,
+} from '@stampede/test-support';
 import { Cluster } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
@@ -42,17 +47,7 @@ afterAll(async () => {
 describeCacheConformance({
   name: 'redis (3-master cluster)',
   clock: 'real',
-  capabilities: {
-    lock: true,
-    extend: true,
-    push: true,
-    sync: false,
-    roundTrip: true,
-    tags: true,
-    bus: true,
-    lockAndRead: true,
-    commit: true,
-  },
+  capabilities: REDIS_PROTOCOL_CAPABILITIES,
   async create() {
     const { client } = await cluster();
     return cacheOn(client, `${prefix}${caches.length}:`);

@@ -1,5 +1,5 @@
 import { describeCacheConformance } from '@stampede/test-suite';
-import { randomPrefix, testRedis } from '@stampede/test-support';
+import { REDIS_PROTOCOL_CAPABILITIES, randomPrefix, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createRedisCache, type RedisCache } from '../src/index.js';
 import { deletePrefix } from './helpers.js';
@@ -19,17 +19,7 @@ function cacheOn(redis: Redis, prefix: string): RedisCache {
 describeCacheConformance({
   name: 'redis (standalone)',
   clock: 'real',
-  capabilities: {
-    lock: true,
-    extend: true,
-    push: true,
-    sync: false,
-    roundTrip: true,
-    tags: true,
-    bus: true,
-    lockAndRead: true,
-    commit: true,
-  },
+  capabilities: REDIS_PROTOCOL_CAPABILITIES,
   async create() {
     client ??= new Redis((await testRedis()).url);
     // A prefix per cache: the suite checks that two instances never see each other.

@@ -1,7 +1,7 @@
 import { createTieredCache, type TieredCache } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { describeCacheConformance } from '@stampede/test-suite';
-import { randomPrefix, testRedis } from '@stampede/test-support';
+import { randomPrefix, TIERED_ON_REDIS_PROTOCOL_CAPABILITIES, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createRedisCache, type RedisCache } from '../src/index.js';
 import { deletePrefix } from './helpers.js';
@@ -30,17 +30,7 @@ describeCacheConformance({
   replicaLag: true,
   // The lock, push wake-up and round trip are the remote's; the bus is consumed, not offered. Tags
   // are invalidated in Redis and carried to the other replicas' L1 by the bus.
-  capabilities: {
-    lock: true,
-    extend: true,
-    push: true,
-    sync: false,
-    roundTrip: true,
-    tags: true,
-    bus: false,
-    lockAndRead: true,
-    commit: true,
-  },
+  capabilities: TIERED_ON_REDIS_PROTOCOL_CAPABILITIES,
   async create() {
     client ??= new Redis((await testRedis()).url);
     return tieredOn(client, `${runPrefix}${tiered.length}:`);

@@ -1,4 +1,5 @@
 export { buildIfStale } from './build.js';
+export { REDIS_PROTOCOL_CAPABILITIES, TIERED_ON_REDIS_PROTOCOL_CAPABILITIES } from './capabilities.js';
 export { deletePrefix } from './cleanup.js';
 export { type RedisClusterServer, startRedisCluster } from './cluster.js';
 export { freePort, ping } from './ports.js';

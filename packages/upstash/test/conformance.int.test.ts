@@ -1,4 +1,5 @@
 import { describeCacheConformance } from '@stampede/test-suite';
+import { REDIS_PROTOCOL_CAPABILITIES } from '@stampede/test-support';
 import { afterAll, beforeAll } from 'vitest';
 import { createUpstashCache } from '../src/index.js';
 import { type ClientMode, type Harness, startHarness } from './harness.js';
@@ -12,17 +13,7 @@ afterAll(async () => {
 });
 
 // A lock with extend, values through a serializer, push wake-up and the bus over server-sent events.
-const capabilities = {
-  lock: true,
-  extend: true,
-  push: true,
-  sync: false,
-  roundTrip: true,
-  tags: true,
-  bus: true,
-  lockAndRead: true,
-  commit: true,
-};
+const capabilities = REDIS_PROTOCOL_CAPABILITIES;
 
 function conformance(name: string, mode: ClientMode): void {
   const prefixes = new WeakMap<object, string>();

@@ -1,6 +1,7 @@
 import { createTieredCache, type TieredCache } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { describeCacheConformance } from '@stampede/test-suite';
+import { TIERED_ON_REDIS_PROTOCOL_CAPABILITIES } from '@stampede/test-support';
 import { afterAll, beforeAll } from 'vitest';
 import { createUpstashCache } from '../src/index.js';
 import { type Harness, startHarness } from './harness.js';
@@ -33,17 +34,7 @@ describeCacheConformance({
   replicaLag: true,
   // The lock, push wake-up and round trip are the remote's; the bus is consumed, not offered. Tags
   // are invalidated in Redis and carried to the other replicas' L1 by the bus.
-  capabilities: {
-    lock: true,
-    extend: true,
-    push: true,
-    sync: false,
-    roundTrip: true,
-    tags: true,
-    bus: false,
-    lockAndRead: true,
-    commit: true,
-  },
+  capabilities: TIERED_ON_REDIS_PROTOCOL_CAPABILITIES,
   create: () => tieredOn(h.nextPrefix()),
   replica(of) {
     const prefix = prefixes.get(of);
