@@ -41,8 +41,21 @@ export function readEntry(
     return undefined;
   }
   if (!isPendingRead(read)) return read;
+  return missOnRejection(state.name, key, read);
+}
+
+/**
+ * An asynchronous read whose rejection is a miss (and a counted backend error). Kept apart from
+ * {@link readEntry}: a function that creates a closure allocates the variables it captures on every
+ * call, whichever branch runs, and every hit goes through `readEntry`.
+ */
+function missOnRejection(
+  name: string,
+  key: string,
+  read: PromiseLike<CacheEntry | undefined>,
+): Promise<CacheEntry | undefined> {
   return Promise.resolve(read).then(undefined, (error: unknown) => {
-    reportBackendError(state.name, 'get', key, error);
+    reportBackendError(name, 'get', key, error);
     return undefined;
   });
 }

@@ -127,7 +127,8 @@ export function coarseNow(): number {
  * more than {@link COARSE_MARGIN_MS} ahead of it, else by the real one.
  */
 export function stillBefore(until: number): boolean {
-  return until - coarseNow() > COARSE_MARGIN_MS || Date.now() < until;
+  const coarse = coarseNow();
+  return (coarse !== Number.POSITIVE_INFINITY && until - coarse > COARSE_MARGIN_MS) || Date.now() < until;
 }
 
 function sample(c: CoarseClock): void {

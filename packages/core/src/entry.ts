@@ -4,7 +4,8 @@ import type { CacheEntry } from './cache.js';
 // one of four fixed shapes (without or with `delta`, without or with `tags`, in the order of
 // `CacheEntry`'s required fields first). A copy made by spreading (`{ ...entry, value }`) gets a
 // hidden class of its own in V8, and every later hit on it paid some 40 ns more (a hit is about
-// 100 ns): the entries a tiered cache kept from Redis, the tagged ones, the fail-safe ones.
+// 100 ns): the entries a tiered cache kept from Redis, the tagged ones, the fail-safe ones. Each
+// also has, from the start, the (non-enumerable) slot where its first hit keeps its settled promise.
 
 /** The fields {@link changeEntry} may replace. */
 export interface EntryChanges {
@@ -14,6 +15,24 @@ export interface EntryChanges {
   readonly staleUntil?: number;
   readonly tags?: readonly string[] | undefined;
 }
+
+/**
+ * The key of the settled promise a hit keeps on its entry (get-or-compute.ts): every later hit of
+ * the entry returns that promise. A registered symbol, so that every copy of the core loaded in the
+ * process (ESM and CommonJS) uses the same one.
+ */
+export const SETTLED: unique symbol = Symbol.for('stampede.settled') as never;
+
+// The room for it, made when the entry is built: the property added by the first hit instead gave
+// every entry a second hidden class, and code compiled for entries already read was thrown away at
+// the first read of each new one. Not enumerable, so neither a spread copy nor JSON carries it;
+// writable, for that first hit.
+const SETTLED_SLOT: PropertyDescriptor = {
+  value: undefined,
+  writable: true,
+  enumerable: false,
+  configurable: false,
+};
 
 /**
  * A {@link CacheEntry} of one of the fixed shapes: `delta` and `tags` are present only when given.
@@ -28,14 +47,20 @@ export function createEntry(
   delta?: number,
   tags?: readonly string[],
 ): CacheEntry {
+  let entry: CacheEntry;
   if (tags === undefined) {
-    return delta === undefined
-      ? { value, createdAt, freshUntil, staleUntil }
-      : { value, createdAt, freshUntil, staleUntil, delta };
+    entry =
+      delta === undefined
+        ? { value, createdAt, freshUntil, staleUntil }
+        : { value, createdAt, freshUntil, staleUntil, delta };
+  } else {
+    entry =
+      delta === undefined
+        ? { value, createdAt, freshUntil, staleUntil, tags }
+        : { value, createdAt, freshUntil, staleUntil, delta, tags };
   }
-  return delta === undefined
-    ? { value, createdAt, freshUntil, staleUntil, tags }
-    : { value, createdAt, freshUntil, staleUntil, delta, tags };
+  Object.defineProperty(entry, SETTLED, SETTLED_SLOT);
+  return entry;
 }
 
 /** `entry` with the fields in `changes` replaced: a new entry built by {@link createEntry}. */

@@ -4,7 +4,7 @@ import type { Cache, CacheEntry } from './cache.js';
 import { checkCached, type ValueCheck } from './check-value.js';
 import { COARSE_MARGIN_MS, coarseNow, stillBefore } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
-import { changeEntry } from './entry.js';
+import { changeEntry, SETTLED } from './entry.js';
 import { emit, hasListeners } from './events.js';
 import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
@@ -88,9 +88,22 @@ export function getOrCompute<T>(
   const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
   if (read === undefined || !isPendingRead(read))
     return afterRead(state, key, read, options, fill as FillFn) as Promise<T>;
-  return shareRead(state, key, read).then((entry) =>
-    afterRead(state, key, entry, options, fill as FillFn),
-  ) as Promise<T>;
+  return afterPendingRead(state, key, shareRead(state, key, read), options, fill as FillFn) as Promise<T>;
+}
+
+/**
+ * {@link afterRead} once `read` settles. Kept apart from the entry points: a function that creates
+ * a closure allocates the variables it captures on every call, whichever branch runs, and a hit or
+ * a stale read creates none.
+ */
+function afterPendingRead(
+  state: CacheState,
+  key: string,
+  read: Promise<CacheEntry | undefined>,
+  options: ResolvedOptions,
+  fill: FillFn,
+): Promise<unknown> {
+  return read.then((entry) => afterRead(state, key, entry, options, fill));
 }
 
 /**
@@ -114,17 +127,17 @@ function localTierHit(state: CacheState, tier: Cache, key: string): Promise<unkn
 }
 
 // A hit hands out a promise already resolved with the entry's value, made once per entry and kept
-// on it (a non-enumerable symbol property): every later hit of that entry returns the same promise,
-// which costs less than a new one, and awaiting a native promise allocates nothing more.
-const SETTLED: unique symbol = Symbol('stampede.settled');
-
+// on it (a non-enumerable symbol property, whose room createEntry makes; an entry built otherwise
+// gets it at its first hit): every later hit of that entry returns the same promise, which costs
+// less than a new one, and awaiting a native promise allocates nothing more.
 function settledPromise(entry: CacheEntry): Promise<unknown> {
   const known = (entry as CacheEntry & { [SETTLED]?: Promise<unknown> })[SETTLED];
   if (known !== undefined) return known;
   const promise = Promise.resolve(entry.value);
-  if (Object.isExtensible(entry)) {
-    Object.defineProperty(entry, SETTLED, { value: promise, enumerable: false, writable: false });
-  }
+  // A frozen or sealed entry keeps no promise: each of its hits makes one.
+  if (!Object.isExtensible(entry)) return promise;
+  if (SETTLED in entry) (entry as CacheEntry & { [SETTLED]?: Promise<unknown> })[SETTLED] = promise;
+  else Object.defineProperty(entry, SETTLED, { value: promise, enumerable: false, writable: false });
   return promise;
 }
 
@@ -163,7 +176,7 @@ function slowGetOrCompute<T>(
   if (read === undefined || !isPendingRead(read)) {
     return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
   }
-  return read.then((entry) => afterRead(state, key, entry, ttlOnly(ttlMs), fill as FillFn)) as Promise<T>;
+  return afterPendingRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
 }
 
 /**
@@ -224,17 +237,24 @@ export function getOrComputeWith<T>(
   }
   const shared = sharedRead(state, key);
   const check = resolved.check;
-  const read =
-    check === undefined
-      ? shared
-      : isPendingRead(shared)
-        ? shared.then((entry) => checkedEntry(state, key, entry, check))
-        : checkedEntry(state, key, shared, check);
+  const read = check === undefined ? shared : checkedRead(state, key, shared, check);
   if (read === undefined || !isPendingRead(read)) {
     return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   }
-  const answer = read.then((entry) => afterRead(state, key, entry, resolved, fill as FillFn)) as Promise<T>;
+  const answer = afterPendingRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   return signal === undefined ? answer : untilAborted(answer, signal);
+}
+
+/** {@link checkedEntry} of a read that may still be pending. */
+function checkedRead(
+  state: CacheState,
+  key: string,
+  read: CacheEntry | undefined | Promise<CacheEntry | undefined>,
+  check: ValueCheck,
+): CacheEntry | undefined | Promise<CacheEntry | undefined> {
+  return isPendingRead(read)
+    ? read.then((entry) => checkedEntry(state, key, entry, check))
+    : checkedEntry(state, key, read, check);
 }
 
 /**
@@ -306,19 +326,26 @@ function afterRead(
     return Promise.reject(options.signal.reason);
   }
   if (entry !== undefined) {
-    // The coarse clock answers for an entry far from expiry, or stale and far from the end of its
-    // grace; near either edge the real clock does. The coarse time is at most the margin behind
-    // the real one, so the time left lies between `left - COARSE_MARGIN_MS` and `left`.
-    const coarse = coarseNow();
+    // The coarse clock (while its thread runs) answers for an entry far from expiry, or stale and
+    // far from the end of its grace; near either edge, and without the thread, the real clock does.
+    // The coarse time is at most the margin behind the real one, so the time left lies between
+    // `left - COARSE_MARGIN_MS` and `left`. Without the thread no arithmetic is done on it: until
+    // this function is optimized, each intermediate time is a heap number allocated per call.
     const freshUntil = entry.freshUntil;
-    const left = freshUntil - coarse;
-    if (left > COARSE_MARGIN_MS) {
-      counters.hits++;
-      if (options.earlyRefresh !== 0)
-        mayRefreshEarly(state, key, entry, left - COARSE_MARGIN_MS, left, options, fill);
-      return settledPromise(entry);
+    const coarse = coarseNow();
+    // NaN until a clock decides (a number throughout, so the compiled code keeps it unboxed).
+    let now = Number.NaN;
+    if (coarse !== Number.POSITIVE_INFINITY) {
+      const left = freshUntil - coarse;
+      if (left > COARSE_MARGIN_MS) {
+        counters.hits++;
+        if (options.earlyRefresh !== 0)
+          mayRefreshEarly(state, key, entry, left - COARSE_MARGIN_MS, left, options, fill);
+        return settledPromise(entry);
+      }
+      if (coarse >= freshUntil && entry.staleUntil - coarse > COARSE_MARGIN_MS) now = coarse;
     }
-    const now = coarse >= freshUntil && entry.staleUntil - coarse > COARSE_MARGIN_MS ? coarse : Date.now();
+    if (Number.isNaN(now)) now = Date.now();
     if (now < freshUntil) {
       counters.hits++;
       if (options.earlyRefresh !== 0) {

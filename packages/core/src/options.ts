@@ -208,8 +208,21 @@ export const DEFAULT_LOCK_POLL_INTERVAL = 50;
 /** The poll delay's ceiling, ms. */
 export const LOCK_POLL_CEILING = 1_000;
 
-/** The options of a plain `getOrCompute(cache, key, ttl, fill)` call. */
+/**
+ * The options of a plain `getOrCompute(cache, key, ttl, fill)` call: the same object for the same
+ * ttl as the call before, so that a hit on the slower path (taken while any fill of the cache is in
+ * flight) allocates nothing. Resolved options are never changed once made.
+ */
 export function ttlOnly(ttl: number | undefined): ResolvedOptions {
+  const last = lastTtlOnly;
+  if (last !== undefined && last.ttl === ttl) return last;
+  lastTtlOnly = plainOptions(ttl);
+  return lastTtlOnly;
+}
+
+let lastTtlOnly: ResolvedOptions | undefined;
+
+function plainOptions(ttl: number | undefined): ResolvedOptions {
   return {
     ttl,
     grace: 0,

@@ -367,6 +367,20 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       ? entry
       : changeEntry(entry, { createdAt: readAt });
 
+  // Apart from `get`: a function that creates a closure allocates what it captures on every call,
+  // and most reads of a tiered cache are synchronous L1 reads.
+  const afterPendingLocal = (
+    key: string,
+    copy: PromiseLike<CacheEntry | undefined>,
+  ): Promise<CacheEntry | undefined> =>
+    Promise.resolve(copy).then(
+      (entry) => afterLocal(key, entry),
+      (error: unknown) => {
+        reportBackendError(name, 'get', key, error);
+        return readRemote(key, undefined);
+      },
+    );
+
   const cache: TieredCache = {
     name,
     local,
@@ -380,13 +394,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         return readRemote(key, undefined);
       }
       if (!isPendingRead(copy)) return afterLocal(key, copy);
-      return Promise.resolve(copy).then(
-        (entry) => afterLocal(key, entry),
-        (error: unknown) => {
-          reportBackendError(name, 'get', key, error);
-          return readRemote(key, undefined);
-        },
-      );
+      return afterPendingLocal(key, copy);
     },
     set(key, entry, setOptions) {
       return writeThrough(key, entry, setOptions, () => remote.set(key, entry, setOptions));
