@@ -1,6 +1,7 @@
 // Scenario 5: stale-while-revalidate at expiry. A key is filled, its ttl passes (still within the
 // grace), then N callers read it: half at once, half in the middle of the refresh. Reports the
 // callers' read latency, how many were served the stale value, and how many fills ran.
+import { getHeapSpaceStatistics } from 'node:v8';
 import { config } from '../config.mjs';
 import { median, ms, percentile, progress, ratio, rotate, sleep, table } from '../stats.mjs';
 import { fillsText } from './herd.mjs';
@@ -47,6 +48,68 @@ async function serveFreshHits(instance, count, burst) {
   }
 }
 
+/**
+ * Bytes of young-generation heap each call of `instance.get(key, fill)` allocates before it
+ * returns, in compiled code: the least of `samples` runs of `calls` calls (the promises kept and
+ * awaited only after the run, so that only the library's own allocations count; an asynchronous
+ * library allocates more once its continuations run), after `warmCalls` calls of the same kind. The
+ * least, because V8 may recompile a path mid-measurement (here when the coarse clock's thread
+ * starts), and a run of code not yet recompiled allocates every intermediate number. A run a
+ * garbage collection interrupted is not counted; `undefined` if none ran through.
+ */
+async function heapPerCall(instance, key, fill, calls, warmCalls = 50_000, samples = 20) {
+  const promises = new Array(calls);
+  for (let done = 0; done < warmCalls; done += calls) {
+    for (let i = 0; i < calls; i++) promises[i] = instance.get(key, fill);
+    await Promise.all(promises);
+  }
+  let least;
+  for (let sample = 0; sample < samples; sample++) {
+    const before = youngBytes();
+    for (let i = 0; i < calls; i++) promises[i] = instance.get(key, fill);
+    const allocated = youngBytes() - before;
+    if (allocated >= 0 && !(allocated >= least)) least = allocated;
+    await Promise.all(promises);
+  }
+  return least === undefined ? undefined : least / calls;
+}
+
+const youngBytes = () =>
+  getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_used_size ?? 0;
+
+/**
+ * What each library allocates per fresh hit and per stale read served during a refresh, measured
+ * after the rounds. Allocation is what a burst pays beyond its instructions: the young
+ * generation's pages, and the collections that empty it.
+ */
+async function measureHeap(contenders, callers, ttlMs) {
+  const fresh = () => ({ version: 0 });
+  for (const c of contenders) {
+    const startedAt = performance.now();
+    c.heap = { fresh: await heapPerCall(c.instance, 'swr:fresh', fresh, callers) };
+    // Only for libraries that served stale reads in the rounds (for the others every read is a
+    // miss). The refresh lasts until every read is made, so all of them are stale reads.
+    if (c.results.some(({ stale }) => stale > 0)) {
+      const key = 'swr:heap';
+      await c.instance.get(key, fresh);
+      await sleep(ttlMs + 150);
+      let release;
+      const refreshed = new Promise((resolve) => {
+        release = resolve;
+      });
+      const refresh = async () => {
+        await refreshed;
+        return { version: 1 };
+      };
+      c.heap.stale = await heapPerCall(c.instance, key, refresh, callers);
+      release();
+    }
+    progress(`swr: heap of ${c.peer.id} measured in ${ms(performance.now() - startedAt)}`);
+  }
+}
+
+const bytes = (value) => (value === undefined ? 'n/a' : `${Math.round(value)} B`);
+
 export async function swrScenario(peers) {
   const { rounds, warmupRounds, freshHits, callers, ttlMs, graceMs } = config.swr;
   const { fillMs } = config;
@@ -70,8 +133,9 @@ export async function swrScenario(peers) {
     }
     progress(round < 0 ? 'swr: warm-up round done' : `swr: round ${round + 1}/${rounds} done`);
   }
-  const rows = contenders.map(({ peer, results }) => {
-    if (peer.swr === undefined) return [peer.label, 'n/a', 'n/a', 'n/a', 'n/a', 'n/a', 'n/a'];
+  await measureHeap(live, callers, ttlMs);
+  const rows = contenders.map(({ peer, results, heap }) => {
+    if (peer.swr === undefined) return [peer.label, 'n/a', 'n/a', 'n/a', 'n/a', 'n/a', 'n/a', 'n/a', 'n/a'];
     const p99 = median(results.map((r) => r.p99));
     return [
       peer.label,
@@ -81,6 +145,8 @@ export async function swrScenario(peers) {
       ms(median(results.map((r) => r.p50))),
       ms(p99),
       ratio(p99 / fillMs),
+      bytes(heap?.stale),
+      bytes(heap?.fresh),
     ];
   });
   const markdown = [
@@ -95,9 +161,11 @@ export async function swrScenario(peers) {
         'p50 read latency',
         'p99 read latency',
         'p99 / fill time',
+        'heap per stale read',
+        'heap per fresh hit',
       ],
       rows,
-      ['l', 'l', 'r', 'r', 'r', 'r', 'r'],
+      ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     ),
   ].join('\n');
   return { markdown, targets: [] };
