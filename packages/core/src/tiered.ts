@@ -361,9 +361,11 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // remote checked the entry's tags when the read ran, so the copy counts as created when the read
   // started: a copy read before L1 learnt of an invalidation is dropped then, and one read after it
   // is kept (with the entry's own `createdAt`, an entry refilled after the invalidation but before
-  // the bus message arrived would be dropped on every read and fetched again).
+  // the bus message arrived would be dropped on every read and fetched again). Never later than the
+  // read either: a remote entry's `createdAt` comes back through an estimate of the server's clock,
+  // which may put it after the read, and a copy stamped so would outlive an invalidation learnt then.
   const tagCopy = (entry: CacheEntry, readAt: number): CacheEntry =>
-    entry.tags === undefined || !(readAt > entry.createdAt)
+    entry.tags === undefined || readAt === entry.createdAt
       ? entry
       : changeEntry(entry, { createdAt: readAt });
 

@@ -160,6 +160,32 @@ describe('a tiered cache with tags', () => {
     expect((await b.cache.get('k'))?.value).toBe('second');
   });
 
+  it('stamps a copy no later than its read, even when the entry says it was created after it', async () => {
+    // A remote entry's createdAt comes back through an estimate of the server's clock, which can
+    // put it a little after this replica's read: the copy must still count as read before any
+    // invalidation this replica learns of later.
+    const store = new RemoteStore();
+    const [a, b] = [replica(store), replica(store)];
+    const readAt = Date.now();
+    store.write(
+      'k',
+      {
+        value: 'old',
+        createdAt: readAt + 50,
+        freshUntil: readAt + 60_000,
+        staleUntil: readAt + 60_000,
+        tags: ['g'],
+      },
+      60_000,
+    );
+    expect(await getValue(b.cache, 'k')).toBe('old');
+    expect(b.local.get('k')?.createdAt).toBe(readAt);
+    vi.advanceTimersByTime(10);
+    await invalidateTag(a.cache, 'g');
+    // L1 dropped its copy: the next read asks the remote (whose own check is on the server's clock).
+    expect(b.local.get('k')).toBeUndefined();
+  });
+
   it('clears a local cache that cannot invalidate tags', async () => {
     const store = new RemoteStore();
     const a = replica(store);

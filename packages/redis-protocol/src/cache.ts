@@ -175,23 +175,30 @@ export function createRedisProtocolCache(
       return undefined;
     }
   };
+  // The write guard's arguments for `entry`, its times on the server's clock.
+  const writeArgs = async (
+    key: string,
+    entry: CacheEntry,
+    ttl: number | undefined,
+    direct: boolean | undefined,
+  ): Promise<WriteGuardArgs> => {
+    const offset = await clock.current();
+    try {
+      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
+    } catch (cause) {
+      throw createError(
+        'E_STAMPEDE_BACKEND_ENCODE',
+        `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
+        { key, cause },
+      );
+    }
+  };
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
   const writer: FillLockWriter | undefined =
     context.lockClient === client
       ? {
-          async args(key, entry, { ttl, direct }) {
-            const offset = await clock.current();
-            try {
-              return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
-            } catch (cause) {
-              throw createError(
-                'E_STAMPEDE_BACKEND_ENCODE',
-                `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
-                { key, cause },
-              );
-            }
-          },
+          args: (key, entry, { ttl, direct }) => writeArgs(key, entry, ttl, direct),
           tagPrefix: tagsApart ? '' : prefix,
         }
       : undefined;
@@ -213,17 +220,7 @@ export function createRedisProtocolCache(
   return {
     get,
     async set(key, entry, { ttl, direct }) {
-      const offset = await clock.current();
-      let args: WriteGuardArgs;
-      try {
-        args = remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
-      } catch (cause) {
-        throw createError(
-          'E_STAMPEDE_BACKEND_ENCODE',
-          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
-          { key, cause },
-        );
-      }
+      const args = await writeArgs(key, entry, ttl, direct);
       const { text, createdAt, px } = args;
       const wrote = await operations.keepAlive(
         operations.call('set', key, () =>

@@ -1,5 +1,11 @@
 import { getOrComputeWith, inFlightCount, invalidateTag, resetStats, stats } from '@stampede/core';
-import { randomPrefix, testRedis, type Worker } from '@stampede/test-support';
+import {
+  type RedisServer,
+  randomPrefix,
+  startRedisServer,
+  testRedis,
+  type Worker,
+} from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, type RedisCache } from '../src/index.js';
@@ -120,5 +126,41 @@ describe('tagged reads on one Redis', () => {
     expect(Number(await client.get(`${prefix}{bulk}:tag`))).toBeGreaterThan(0);
     const again = await getOrComputeWith(cache, 'bulk-7', { ttl: 60_000, tags: ['bulk'] }, () => 'refilled');
     expect(again).toBe('refilled');
+  });
+});
+
+describe('a replica whose first clock measurement was slow', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await startRedisServer();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('never serves an entry it filled before a tag invalidation, however far off its estimate', async () => {
+    // Redis holds every script that may write for 200 ms (as a failover or a busy server would):
+    // the new replica's first TIME is read at the end of a ~200 ms round trip, so the middle of
+    // that round trip, its estimate, is ~100 ms ahead of Redis's clock. Its fill then starts and
+    // commits, and the tag is invalidated a few ms later on Redis's clock.
+    const admin = new Redis(server.url);
+    const own = randomPrefix('slow-clock');
+    await admin.call('CLIENT', 'PAUSE', '200', 'WRITE');
+    const fresh = createRedisCache({ client: new Redis(server.url), prefix: own });
+    const steady = createRedisCache({ client: new Redis(server.url), prefix: own });
+    try {
+      const options = { ttl: 60_000, tags: ['slow'] };
+      expect(await getOrComputeWith(fresh, 'page', options, () => 'old')).toBe('old');
+      await vi.waitFor(() => expect(inFlightCount(fresh)).toBe(0));
+      expect(await steady.get('page')).toMatchObject({ value: 'old' });
+      await invalidateTag(steady, 'slow');
+      // The fill started before the invalidation on Redis's clock: nobody reads it back.
+      expect(await fresh.get('page')).toBeUndefined();
+      expect(await getOrComputeWith(steady, 'page', options, () => 'new')).toBe('new');
+    } finally {
+      await fresh.close();
+      await steady.close();
+      admin.disconnect();
+    }
   });
 });
