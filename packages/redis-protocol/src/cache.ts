@@ -175,23 +175,28 @@ export function createRedisProtocolCache(
       return undefined;
     }
   };
-  // The write guard's arguments for `entry`, its times on the server's clock.
-  const writeArgs = async (
+  // The write guard's arguments for `entry`, its times on the server's clock. Once the clock is
+  // measured they are ready in the same tick, so the write goes out before the fill's callers
+  // resume (no microtask turns between a fill's end and its command).
+  const writeArgs = (
     key: string,
     entry: CacheEntry,
     ttl: number | undefined,
     direct: boolean | undefined,
-  ): Promise<WriteGuardArgs> => {
-    const offset = await clock.current();
-    try {
-      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
-    } catch (cause) {
-      throw createError(
-        'E_STAMPEDE_BACKEND_ENCODE',
-        `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
-        { key, cause },
-      );
-    }
+  ): WriteGuardArgs | Promise<WriteGuardArgs> => {
+    const encode = (offset: number): WriteGuardArgs => {
+      try {
+        return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
+      } catch (cause) {
+        throw createError(
+          'E_STAMPEDE_BACKEND_ENCODE',
+          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
+          { key, cause },
+        );
+      }
+    };
+    const offset = clock.current();
+    return typeof offset === 'number' ? encode(offset) : offset.then(encode);
   };
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
@@ -220,7 +225,8 @@ export function createRedisProtocolCache(
   return {
     get,
     async set(key, entry, { ttl, direct }) {
-      const args = await writeArgs(key, entry, ttl, direct);
+      const ready = writeArgs(key, entry, ttl, direct);
+      const args = ready instanceof Promise ? await ready : ready;
       const { text, createdAt, px } = args;
       const wrote = await operations.keepAlive(
         operations.call('set', key, () =>

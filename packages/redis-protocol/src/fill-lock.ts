@@ -11,10 +11,11 @@ import { randomToken } from './web-crypto.js';
  */
 export interface FillLockWriter {
   /**
-   * The write guard's arguments for `entry` (see `remoteWriteArgs`).
-   * @throws the cache's encode error for a value the serializer refuses
+   * The write guard's arguments for `entry` (see `remoteWriteArgs`): the arguments themselves when
+   * they are ready at once (the commit then goes out in the same tick), else a promise of them.
+   * @throws the cache's encode error for a value the serializer refuses (or rejects with it)
    */
-  args(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<WriteGuardArgs>;
+  args(key: string, entry: CacheEntry, options: CacheSetOptions): WriteGuardArgs | Promise<WriteGuardArgs>;
   /**
    * The prefix the commit script reads tags' keys under, to leave a tag-invalidated entry out of
    * the announcement; `''` where it cannot (a Cluster whose prefix does not pin the slot): tagged
@@ -74,7 +75,8 @@ export function fillLockHandle(
   };
   if (writer === undefined) return handle;
   const commitOnce = async (entry: CacheEntry, options: CacheSetOptions): Promise<boolean> => {
-    const args = await writer.args(key, entry, options);
+    const ready = writer.args(key, entry, options);
+    const args = ready instanceof Promise ? await ready : ready;
     const run = (announce: string): Promise<unknown> =>
       operations.call('commit', key, () =>
         context.runScript(
