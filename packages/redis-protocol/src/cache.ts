@@ -5,6 +5,7 @@ import {
   type FillLock,
   type FillLockAttempt,
   type FillOutcome,
+  type MaybePromise,
   messageOf,
   roundTripValue,
   type Serializer,
@@ -175,28 +176,36 @@ export function createRedisProtocolCache(
       return undefined;
     }
   };
-  // The write guard's arguments for `entry`, its times on the server's clock. Once the clock is
-  // measured they are ready in the same tick, so the write goes out before the fill's callers
-  // resume (no microtask turns between a fill's end and its command).
+  // The write guard's arguments for `entry`, its times on the server's clock `offset`.
+  const encodeWrite = (
+    key: string,
+    entry: CacheEntry,
+    ttl: number | undefined,
+    direct: boolean | undefined,
+    offset: number,
+  ): WriteGuardArgs => {
+    try {
+      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
+    } catch (cause) {
+      throw createError(
+        'E_STAMPEDE_BACKEND_ENCODE',
+        `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
+        { key, cause },
+      );
+    }
+  };
+  // Once the clock is measured the arguments are ready in the same tick, so the write goes out
+  // before the fill's callers resume (no microtask turns between a fill's end and its command).
   const writeArgs = (
     key: string,
     entry: CacheEntry,
     ttl: number | undefined,
     direct: boolean | undefined,
-  ): WriteGuardArgs | Promise<WriteGuardArgs> => {
-    const encode = (offset: number): WriteGuardArgs => {
-      try {
-        return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
-      } catch (cause) {
-        throw createError(
-          'E_STAMPEDE_BACKEND_ENCODE',
-          `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
-          { key, cause },
-        );
-      }
-    };
+  ): MaybePromise<WriteGuardArgs> => {
     const offset = clock.current();
-    return typeof offset === 'number' ? encode(offset) : offset.then(encode);
+    return typeof offset === 'number'
+      ? encodeWrite(key, entry, ttl, direct, offset)
+      : offset.then((measured) => encodeWrite(key, entry, ttl, direct, measured));
   };
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
@@ -226,7 +235,7 @@ export function createRedisProtocolCache(
     get,
     async set(key, entry, { ttl, direct }) {
       const ready = writeArgs(key, entry, ttl, direct);
-      const args = ready instanceof Promise ? await ready : ready;
+      const args = 'then' in ready ? await ready : ready;
       const { text, createdAt, px } = args;
       const wrote = await operations.keepAlive(
         operations.call('set', key, () =>

@@ -1,4 +1,10 @@
-import type { CacheEntry, CacheSetOptions, FillLock, FillOutcome } from '@stampede/core/adapter';
+import type {
+  CacheEntry,
+  CacheSetOptions,
+  FillLock,
+  FillOutcome,
+  MaybePromise,
+} from '@stampede/core/adapter';
 import { isPermissionError } from './access.js';
 import type { RedisProtocolContext } from './context.js';
 import { ANNOUNCED_VALUE_LIMIT, pxArgument, remoteKeys, type WriteGuardArgs } from './layout.js';
@@ -15,7 +21,7 @@ export interface FillLockWriter {
    * they are ready at once (the commit then goes out in the same tick), else a promise of them.
    * @throws the cache's encode error for a value the serializer refuses (or rejects with it)
    */
-  args(key: string, entry: CacheEntry, options: CacheSetOptions): WriteGuardArgs | Promise<WriteGuardArgs>;
+  args(key: string, entry: CacheEntry, options: CacheSetOptions): MaybePromise<WriteGuardArgs>;
   /**
    * The prefix the commit script reads tags' keys under, to leave a tag-invalidated entry out of
    * the announcement; `''` where it cannot (a Cluster whose prefix does not pin the slot): tagged
@@ -76,7 +82,7 @@ export function fillLockHandle(
   if (writer === undefined) return handle;
   const commitOnce = async (entry: CacheEntry, options: CacheSetOptions): Promise<boolean> => {
     const ready = writer.args(key, entry, options);
-    const args = ready instanceof Promise ? await ready : ready;
+    const args = 'then' in ready ? await ready : ready;
     const run = (announce: string): Promise<unknown> =>
       operations.call('commit', key, () =>
         context.runScript(
