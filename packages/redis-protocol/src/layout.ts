@@ -334,11 +334,7 @@ return t[1] * 1000 + math.floor(t[2] / 1000)
  * a delete came first, and on how long a value is fresh.
  */
 export interface ServerClock {
-  /**
-   * The current estimate (server minus local, whole ms), or `undefined` before the first one. A
-   * clock of this package never puts it above the true offset (but for the clocks' drift since its
-   * last measurement): see {@link createServerClock}.
-   */
+  /** The current estimate (server minus local, whole ms), or `undefined` before the first one. */
   readonly offset: number | undefined;
   /**
    * The estimate to use now. Before the first measurement, a promise of it (it measures; a failed
@@ -356,11 +352,6 @@ const UNCERTAIN_RETRY_MS = 250;
 // How fast two unsynchronised quartz clocks may drift apart: 100 ppm, twice the usual tolerance.
 const DRIFT_PER_MS = 1e-4;
 
-// How far (ms) below the low end of what is proven the estimate may stay before a measurement moves
-// it up: below it errs on the safe side, and not moving it for a ms or two of jitter keeps times
-// reading back exactly as written.
-const ESTIMATE_SLACK_MS = 2;
-
 /** Options of {@link createServerClock}. */
 export interface ServerClockOptions {
   /** How old an estimate may get before a call starts a new measurement. @default 10000 (ms) */
@@ -374,16 +365,16 @@ export interface ServerClockOptions {
  * by {@link SERVER_TIME_LUA}; bound it in time). A measurement taken between local times `before`
  * and `after` proves the offset lies in `[server - after, server - before]` (widened by 1 ms for
  * Date.now()'s resolution). Successive measurements narrow what is proven (their intersection, let
- * out by 100 ppm of the time since, for the clocks' drift). The estimate is the low end of the
- * first interval and moves only when a measurement proves it too high (a clock was stepped, or
- * drifted) or more than 2 ms below what is proven: then to the low end of what
- * is proven. So it does not wobble with network jitter (times read back exactly as written), its
- * error is at most the narrowest round trip seen (about one round trip to Redis), and it errs one
- * way only: a local time moved by it is never later on the server's clock than the instant it names
- * (but for the drift since the last measurement, 1 ms per 10 s at most). An entry's `createdAt` is
- * then never later than its fill's start on the server's clock, so a tag invalidation or a delete
- * made after that start always hides it, even when the first measurement's round trip was slow (a
- * cold connection, a paused server); the middle of that round trip could be tens of ms ahead.
+ * out by 100 ppm of the time since, for the clocks' drift). The estimate is set from the first
+ * interval and moves only when a measurement proves it wrong (a clock was stepped, or drifted), so
+ * it does not wobble with network jitter and times read back exactly as written. It is set to the
+ * middle of what is proven when that is within 10 ms (error at most half of it, either way), and to
+ * its low end when it is wider: after a slow round trip (a cold connection, a paused server) the
+ * server may have read its time at the very end, and the middle would be up to half the round trip
+ * ahead, enough for an entry filled just before a tag invalidation or a delete to read as made
+ * after it. The low end is never ahead (but for drift): such an estimate errs only towards a fill
+ * looking older than it is (an extra recompute) until a tighter measurement, taken within 250 ms,
+ * moves it.
  *
  * No timer is left running and no promise is shared between calls (edge runtimes do not let one
  * request await another's I/O): estimates are refreshed only when a call comes.
@@ -426,7 +417,11 @@ export function createServerClock(
       high = Math.min(high + drift, to);
     }
     provenAt = after;
-    if (offset === undefined || offset > high || offset < low - ESTIMATE_SLACK_MS) offset = Math.floor(low);
+    if (offset === undefined || offset < low || offset > high) {
+      // Proven within a few ms: the middle. Proven only loosely (a slow round trip): the low end,
+      // never ahead of the server, until a tighter measurement proves it wrong.
+      offset = high - low > UNCERTAIN_MS ? Math.floor(low) : Math.round((low + high) / 2);
+    }
     return offset;
   };
 

@@ -122,11 +122,6 @@ describe('remoteWriteArgs', () => {
 });
 
 describe('createServerClock', () => {
-  // Fake timers run a 0 ms timer 1 ms later: a wait of 0 is no timer at all.
-  const sleep = async (ms: number): Promise<void> => {
-    if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
-  };
-
   it('measures on first use, then answers synchronously and refreshes in the background', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { createServerClock } = await import('../src/index.js');
@@ -136,64 +131,95 @@ describe('createServerClock', () => {
     expect(clock.offset).toBeUndefined();
     const first = clock.current();
     expect(first).toBeInstanceOf(Promise);
-    // The low end of [299_999, 300_001] (Date.now() and the server's ms both truncate).
-    expect(await first).toBe(299_999);
-    expect(clock.current()).toBe(299_999);
+    expect(await first).toBe(300_000);
+    expect(clock.current()).toBe(300_000);
     expect(read).toHaveBeenCalledTimes(1);
     // Within the interval: no measurement. After it: one, in the background.
     vi.advanceTimersByTime(9_999);
-    expect(clock.current()).toBe(299_999);
+    expect(clock.current()).toBe(300_000);
     expect(read).toHaveBeenCalledTimes(1);
     vi.advanceTimersByTime(1);
     serverAhead = 300_000 + 60_000; // this machine's clock was stepped back a minute
-    expect(clock.current()).toBe(299_999);
+    expect(clock.current()).toBe(300_000);
     expect(read).toHaveBeenCalledTimes(2);
     await vi.advanceTimersByTimeAsync(0);
-    expect(clock.current()).toBe(359_999);
+    expect(clock.current()).toBe(360_000);
   });
 
-  it('keeps its estimate within 2 ms below what is proven, and moves it when a measurement proves it wrong', async () => {
+  it('keeps its estimate while measurements allow it, and moves it when one proves it wrong', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { createServerClock } = await import('../src/index.js');
-    // The true offset is 5000 ms; `at` is how far into the 4 ms round trip the server reads its time.
-    let truth = 5_000;
-    let at = 0;
+    let answer = (): number => Date.now() + 5_000;
+    let roundTrip = 8;
     const clock = createServerClock(
       async () => {
-        await sleep(at);
-        const server = Date.now() + truth;
-        await sleep(4 - at);
+        const server = answer();
+        await new Promise((resolve) => setTimeout(resolve, roundTrip));
         return server;
       },
       { refreshInterval: 1 },
     );
-    const measure = async (): Promise<number | undefined> => {
-      clock.current();
-      // One ms beyond the round trip: a timer set for its very end runs too.
-      await vi.advanceTimersByTimeAsync(5);
-      return clock.offset;
-    };
     const first = clock.current();
-    await vi.advanceTimersByTimeAsync(4);
-    // Read at the start: [4995, 5001] proven, and the estimate is its low end.
-    expect(await first).toBe(4_995);
-    // Read mid-way: [4997, 5003], so [4997, 5001] proven: 2 ms below it, the estimate stays...
-    at = 2;
-    expect(await measure()).toBe(4_995);
-    // ...read at the end: [4999, 5005], so [4999, 5001]: 4 ms below, it moves up to 4999.
-    at = 4;
-    expect(await measure()).toBe(4_999);
-    // A clock stepped either way contradicts everything: it starts afresh at the new low end.
-    truth = 65_000;
-    at = 0;
-    expect(await measure()).toBe(64_995);
-    truth = 1_000;
-    expect(await measure()).toBe(995);
+    await vi.advanceTimersByTimeAsync(8);
+    // The server answered at the start of an 8 ms round trip: the offset lies in [4991, 5001].
+    expect(await first).toBe(4_996);
+    // Jitter within what is proven does not move it (so times read back exactly as written)...
+    answer = () => Date.now() + 5_004;
+    clock.current();
+    await vi.advanceTimersByTimeAsync(8);
+    expect(clock.offset).toBe(4_996);
+    // ...a tight measurement that excludes it does: [4998, 5002] proven, estimate 5000.
+    roundTrip = 2;
+    answer = () => Date.now() + 5_001;
+    clock.current();
+    await vi.advanceTimersByTimeAsync(2);
+    expect(clock.offset).toBe(5_000);
+    // And one that contradicts everything (the clock was stepped) starts afresh.
+    answer = () => Date.now() + 65_000;
+    clock.current();
+    await vi.advanceTimersByTimeAsync(2);
+    expect(clock.offset).toBe(64_999);
   });
 
-  it('never estimates above the true offset, wherever in the round trip the server reads its time', async () => {
+  it('measures again within 250 ms while a slow first round trip leaves it uncertain', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { createServerClock } = await import('../src/index.js');
+    let roundTrip = 200;
+    const read = vi.fn(async () => {
+      const server = Date.now() + 1_000;
+      await new Promise((resolve) => setTimeout(resolve, roundTrip));
+      return server;
+    });
+    const clock = createServerClock(read, { refreshInterval: 10_000 });
+    const first = clock.current();
+    await vi.advanceTimersByTimeAsync(200);
+    // A 200 ms round trip proves only [799, 1001]: the estimate is its low end, never ahead of the
+    // server (its middle would be if the server had read its time at the end).
+    expect(await first).toBe(799);
+    // 250 ms after that measurement started (it took 200 of them), not before.
+    vi.advanceTimersByTime(49);
+    clock.current();
+    expect(read).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(1);
+    roundTrip = 2;
+    clock.current();
+    expect(read).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(2);
+    // [997, 1001] excludes 799: the estimate moves to the middle of what is proven.
+    expect(clock.offset).toBe(999);
+    // Now certain within a few ms: back to the normal refresh interval.
+    vi.advanceTimersByTime(5_000);
+    clock.current();
+    expect(read).toHaveBeenCalledTimes(2);
+  });
+
+  it('after a slow round trip, never estimates above the true offset, wherever the server read its time', async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const { createServerClock } = await import('../src/index.js');
+    // Fake timers run a 0 ms timer 1 ms later: a wait of 0 is no timer at all.
+    const sleep = async (ms: number): Promise<void> => {
+      if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+    };
     for (const waitBefore of [0, 1, 37, 80, 150, 159, 160]) {
       // A cold connection can hold the request most of a 160 ms round trip before Redis reads TIME:
       // the round trip's middle would then be up to 80 ms ahead of the truth.
@@ -211,37 +237,6 @@ describe('createServerClock', () => {
     }
   });
 
-  it('measures again within 250 ms while a slow first round trip leaves it uncertain', async () => {
-    vi.useFakeTimers({ now: 1_000_000 });
-    const { createServerClock } = await import('../src/index.js');
-    let roundTrip = 200;
-    const read = vi.fn(async () => {
-      const server = Date.now() + 1_000;
-      await new Promise((resolve) => setTimeout(resolve, roundTrip));
-      return server;
-    });
-    const clock = createServerClock(read, { refreshInterval: 10_000 });
-    const first = clock.current();
-    await vi.advanceTimersByTimeAsync(200);
-    // A 200 ms round trip proves only [799, 1001]: the estimate is its low end, 201 ms low.
-    expect(await first).toBe(799);
-    // 250 ms after that measurement started (it took 200 of them), not before.
-    vi.advanceTimersByTime(49);
-    clock.current();
-    expect(read).toHaveBeenCalledTimes(1);
-    vi.advanceTimersByTime(1);
-    roundTrip = 2;
-    clock.current();
-    expect(read).toHaveBeenCalledTimes(2);
-    await vi.advanceTimersByTimeAsync(2);
-    // [997, 1001] is proven: the estimate moves up to its low end.
-    expect(clock.offset).toBe(997);
-    // Now certain within a few ms: back to the normal refresh interval.
-    vi.advanceTimersByTime(5_000);
-    clock.current();
-    expect(read).toHaveBeenCalledTimes(2);
-  });
-
   it('uses this clock (0) when the first measurement fails, and tries again later', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { createServerClock } = await import('../src/index.js');
@@ -256,7 +251,7 @@ describe('createServerClock', () => {
     expect(read).toHaveBeenCalledTimes(1);
     vi.advanceTimersByTime(1_000);
     fail = false;
-    expect(await clock.current()).toBe(6);
+    expect(await clock.current()).toBe(7);
     expect(read).toHaveBeenCalledTimes(2);
   });
 });
