@@ -1,4 +1,6 @@
 import { isThenable } from './backend.js';
+import type { CacheEntry } from './cache.js';
+import { changeEntry } from './entry.js';
 import { messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import type { CacheState } from './registry.js';
@@ -142,4 +144,37 @@ export function checkCached(
   };
   const result = check(value);
   return isThenable(result) ? result.then(settle) : settle(result);
+}
+
+// The entry as the cache holds it, for each entry `checkedEntry` made with a schema's output as its
+// value. Whatever writes an entry back (fail-safe's re-arm) must store the cache's value, the
+// schema's input: the output may not pass the schema again (a transform), and then the re-armed
+// entry would read as a miss.
+const storedEntries = new WeakMap<CacheEntry, CacheEntry>();
+
+/**
+ * `entry` after `checkValue`: as it is (or with the schema's output as its value) when it passes,
+ * `undefined` (a miss, counted) when it fails.
+ */
+export function checkedEntry(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry | undefined,
+  check: ValueCheck,
+): CacheEntry | undefined | Promise<CacheEntry | undefined> {
+  if (entry === undefined) return undefined;
+  const apply = (checked: { readonly value: unknown } | undefined): CacheEntry | undefined => {
+    if (checked === undefined) return undefined;
+    if (Object.is(checked.value, entry.value)) return entry;
+    const output = changeEntry(entry, { value: checked.value });
+    storedEntries.set(output, storedEntryOf(entry));
+    return output;
+  };
+  const checked = checkCached(state, key, entry.value, check);
+  return isThenable(checked) ? checked.then(apply) : apply(checked);
+}
+
+/** The entry as the cache holds it: `entry` itself, unless {@link checkedEntry} made it from that one. */
+export function storedEntryOf(entry: CacheEntry): CacheEntry {
+  return storedEntries.get(entry) ?? entry;
 }

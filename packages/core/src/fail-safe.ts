@@ -1,6 +1,7 @@
 import { isThenable, writeEntry } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { CacheEntry } from './cache.js';
+import { checkedEntry, storedEntryOf } from './check-value.js';
 import { changeEntry } from './entry.js';
 import { emit, hasListeners } from './events.js';
 import type { Flight } from './flight.js';
@@ -14,8 +15,13 @@ import { reportBackendError } from './stats.js';
  * read, and until when it may serve.
  */
 export interface Fallback {
-  /** The entry as the cache returned it (its value is what a hit would return). */
+  /** The entry as a hit returns it: with `checkValue`, the schema's output is its value. */
   readonly entry: CacheEntry;
+  /**
+   * The same entry as the cache holds it (`entry` itself without a transforming `checkValue`): what
+   * a re-arm writes back, so that the re-armed value passes the check as the original did.
+   */
+  readonly stored: CacheEntry;
   /**
    * `maxStale` past the end of the value's freshness, ms since the epoch. The freshness of a value
    * that was re-armed counts from the fill that produced it (`createdAt + ttl`), not from the
@@ -67,7 +73,7 @@ export function fallbackFor(
     options.ttl === undefined ? entry.freshUntil : Math.min(entry.freshUntil, entry.createdAt + options.ttl);
   const until = freshEnd + failSafe.maxStale;
   if (!(Date.now() < until) || invalidatedAfter(state, key, entry.createdAt)) return undefined;
-  return { entry, until };
+  return { entry, stored: storedEntryOf(entry), until };
 }
 
 /** The fallback of `flight` if it may still answer now: not past its `until`, key not invalidated. */
@@ -88,7 +94,8 @@ export const CONFIRM_READ_MS = 250;
  * fallback was read when the fill started, and the key may have changed since on another replica.
  * The entry found decides: none (deleted, invalidated, or gone): no fallback, the failure stands;
  * the same entry (or its re-armed copy, same `createdAt`): the fallback; another entry (another
- * replica filled or set the key): that entry, within its own `maxStale`. A cache that fails or
+ * replica filled or set the key): that entry, within its own `maxStale` and only if it passes
+ * `checkValue`. A cache that fails or
  * does not answer within {@link CONFIRM_READ_MS} leaves the fallback read at the miss: when the
  * source and the cache are both down, the last value known is still the best answer.
  */
@@ -100,10 +107,16 @@ export function confirmFallback(
   const captured = usableFallback(flight);
   if (captured === undefined) return undefined;
   const key = flight.key;
-  const decide = (entry: CacheEntry | undefined): Fallback | undefined => {
+  const decide = (entry: CacheEntry | undefined): Fallback | undefined | Promise<Fallback | undefined> => {
     if (usableFallback(flight) === undefined || entry === undefined) return undefined;
     if (entry.createdAt === captured.entry.createdAt) return captured;
-    return fallbackFor(state, key, entry, options);
+    // Another entry answers only as a read would serve it: through `checkValue`, when one is set.
+    const check = options.check;
+    if (check === undefined) return fallbackFor(state, key, entry, options);
+    const checked = checkedEntry(state, key, entry, check);
+    return isThenable<CacheEntry | undefined>(checked)
+      ? checked.then((passed) => fallbackFor(state, key, passed, options))
+      : fallbackFor(state, key, checked, options);
   };
   let read: ReturnType<CacheState['cache']['get']>;
   try {
@@ -168,7 +181,8 @@ function rearm(
   grace: number,
   now: number,
 ): Promise<void> | undefined {
-  const { entry, until } = fallback;
+  // The value as the cache holds it (not a schema's output), with its own times.
+  const { stored: entry, until } = fallback;
   const freshUntil = Math.min(now + throttle, until);
   // Found fresh at least that long (another replica filled it meanwhile): nothing to re-arm.
   if (entry.freshUntil >= freshUntil) return undefined;

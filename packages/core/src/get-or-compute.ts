@@ -1,10 +1,10 @@
 import { isPendingRead, isThenable, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
-import { checkCached, type ValueCheck } from './check-value.js';
+import { checkedEntry, type ValueCheck } from './check-value.js';
 import { COARSE_MARGIN_MS, coarseNow, stillBefore } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
-import { changeEntry, SETTLED } from './entry.js';
+import { SETTLED } from './entry.js';
 import { emit, hasListeners } from './events.js';
 import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
@@ -255,25 +255,6 @@ function checkedRead(
   return isPendingRead(read)
     ? read.then((entry) => checkedEntry(state, key, entry, check))
     : checkedEntry(state, key, read, check);
-}
-
-/**
- * `entry` after `checkValue`: as it is (or with the schema's output as its value) when it passes,
- * `undefined` (a miss, counted) when it fails.
- */
-export function checkedEntry(
-  state: CacheState,
-  key: string,
-  entry: CacheEntry | undefined,
-  check: ValueCheck,
-): CacheEntry | undefined | Promise<CacheEntry | undefined> {
-  if (entry === undefined) return undefined;
-  const apply = (checked: { readonly value: unknown } | undefined): CacheEntry | undefined => {
-    if (checked === undefined) return undefined;
-    return Object.is(checked.value, entry.value) ? entry : changeEntry(entry, { value: checked.value });
-  };
-  const checked = checkCached(state, key, entry.value, check);
-  return isThenable(checked) ? checked.then(apply) : apply(checked);
 }
 
 /** `promise`, unless `signal` aborts first (a caller leaving while its read is still in flight). */

@@ -1,9 +1,9 @@
 import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
 import type { Cache } from './cache.js';
-import { type CheckValue, toValueCheck } from './check-value.js';
+import { type CheckValue, checkedEntry, toValueCheck } from './check-value.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
 import { recordInvalidation } from './fail-safe.js';
-import { checkedEntry, checkKey } from './get-or-compute.js';
+import { checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 import { reportBackendError } from './stats.js';

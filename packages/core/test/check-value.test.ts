@@ -14,7 +14,7 @@ import {
   setValue,
   stats,
 } from '../src/index.js';
-import { deferred, settle, testCache } from './helpers.js';
+import { Backend, deferred, flush, settle, testCache } from './helpers.js';
 
 const User = z.object({ id: z.string(), name: z.string() });
 const UserV = v.object({ id: v.string(), name: v.string() });
@@ -246,4 +246,65 @@ describe('checkValue: bad input', () => {
       expect(cache.calls.get).toBe(0);
     },
   );
+});
+
+describe('checkValue with fail-safe: the cache keeps the schema input, callers get its output', () => {
+  // A transforming schema: its output (a length) would not pass it again.
+  const Length = z.string().transform((text) => text.length);
+  const TTL = 10_000;
+  const THROTTLE = 30_000;
+  const options = {
+    ttl: TTL,
+    checkValue: Length,
+    failSafe: { maxStale: 60_000, throttle: THROTTLE },
+  } as const;
+  const down = () =>
+    vi.fn((): string => {
+      throw new Error('db down');
+    });
+
+  it('a re-arm writes the stored input back, so the next callers hit it within the throttle', async () => {
+    const cache = testCache();
+    expect(await getOrComputeWith(cache, 'k', options, () => 'hello')).toBe(5);
+    vi.advanceTimersByTime(TTL + 1);
+    expect(await getOrComputeWith(cache, 'k', options, down())).toBe(5);
+    await flush();
+    expect(cache.backend.read('k')).toMatchObject({ value: 'hello', freshUntil: Date.now() + THROTTLE });
+    const fill = down();
+    expect(await getOrComputeWith(cache, 'k', options, fill)).toBe(5);
+    expect(fill).not.toHaveBeenCalled();
+    expect(stats().checkValueFailures).toBe(0);
+    // Past the throttle the source is tried again, and the value still answers.
+    vi.advanceTimersByTime(THROTTLE + 1);
+    expect(await getOrComputeWith(cache, 'k', options, down())).toBe(5);
+  });
+
+  it("another replica's newer value found by the confirming read answers through the check", async () => {
+    const backend = new Backend();
+    const a = testCache({ backend, name: 'a' });
+    await getOrComputeWith(a, 'k', options, () => 'hello');
+    vi.advanceTimersByTime(TTL + 1);
+    const failing = deferred<string>();
+    const call = getOrComputeWith(a, 'k', options, () => failing.promise);
+    await setValue(testCache({ backend, name: 'b' }), 'k', 'newer value', { ttl: TTL });
+    failing.reject(new Error('db down'));
+    expect(await call).toBe(11);
+    await flush();
+    expect(backend.read('k')?.value).toBe('newer value');
+  });
+
+  it("another replica's newer value that fails the check is a miss: the failure stands", async () => {
+    const backend = new Backend();
+    const a = testCache({ backend, name: 'a' });
+    await getOrComputeWith(a, 'k', options, () => 'hello');
+    vi.advanceTimersByTime(TTL + 1);
+    const failing = deferred<string>();
+    const call = settle(getOrComputeWith(a, 'k', options, () => failing.promise));
+    // Other code (an older deploy) wrote a value of another shape.
+    await setValue(testCache({ backend, name: 'b' }), 'k', { length: 3 }, { ttl: TTL });
+    failing.reject(new Error('db down'));
+    const result = await call;
+    expect(result.ok).toBe(false);
+    expect(stats()).toMatchObject({ failSafeActivations: 0, checkValueFailures: 1 });
+  });
 });
