@@ -1,4 +1,4 @@
-import { isPendingRead, isThenable, readEntry, sharedRead, shareRead } from './backend.js';
+import { isPendingRead, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkedEntry, type ValueCheck } from './check-value.js';
