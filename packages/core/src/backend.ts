@@ -151,16 +151,17 @@ export const WRITE_GUARD_MS = 5_000;
 /**
  * Writes an entry. A failing (or, past {@link WRITE_GUARD_MS}, hanging) write is a counted backend
  * error, never a failed call. Returns `undefined` when the write finished synchronously, else a
- * promise that never rejects.
+ * promise that never rejects. `renews`: see `CacheSetOptions.renews`.
  */
 export function writeEntry(
   state: CacheState,
   key: string,
   entry: CacheEntry,
   ttl: number | undefined,
+  renews?: CacheEntry,
 ): Promise<void> | undefined {
   try {
-    const written = state.cache.set(key, entry, { ttl });
+    const written = state.cache.set(key, entry, renews === undefined ? { ttl } : { ttl, renews });
     if (isThenable(written)) {
       return raceTimeout(
         Promise.resolve(written),

@@ -47,6 +47,15 @@ export interface CacheSetOptions {
    * @default false
    */
   readonly direct?: boolean | undefined;
+  /**
+   * The entry this write renews (fail-safe's re-arm): one this cache returned, written back with the
+   * same value and `createdAt` and new `freshUntil` / `staleUntil`. A cache that converts times
+   * (a remote cache stores them on its server's clock, through an estimate that may have moved
+   * since the read) should store the renewed entry's `createdAt` exactly as it stored this one's,
+   * so the never-older rule sees the same fill. A cache that stores times as given can ignore it.
+   * @default undefined
+   */
+  readonly renews?: CacheEntry | undefined;
 }
 
 /** How a fill under a distributed lock ended, told to the lock on release. */

@@ -190,7 +190,7 @@ function rearm(
   // Everything else the entry carries (its fill time `delta`, its tags) stays as it was.
   const rearmed = changeEntry(entry, { freshUntil, staleUntil });
   const physical = until > Number.MAX_SAFE_INTEGER ? undefined : until - now;
-  return writeEntry(state, key, rearmed, physical);
+  return writeEntry(state, key, rearmed, physical, entry);
 }
 
 /**

@@ -90,6 +90,25 @@ describe('fail-safe: a failing fill answers with the previous value', () => {
     expectIdentities(stats());
   });
 
+  it('the re-arm tells the cache which entry it renews (the one read), so a remote keeps its createdAt exactly', async () => {
+    const cache = testCache();
+    expect(await getOrComputeWith(cache, 'k', FS, () => 'v1')).toBe('v1');
+    vi.advanceTimersByTime(TTL + 1);
+    const read = cache.backend.read('k');
+    const set = vi.spyOn(cache, 'set');
+    expect(await getOrComputeWith(cache, 'k', FS, failing())).toBe('v1');
+    await flush();
+    expect(set).toHaveBeenCalledTimes(1);
+    const [, written, options] = set.mock.calls[0] ?? [];
+    expect(options?.renews).toBe(read);
+    expect(written?.createdAt).toBe(read?.createdAt);
+    // A fill's write renews nothing.
+    vi.advanceTimersByTime(THROTTLE + 1);
+    expect(await getOrComputeWith(cache, 'k', FS, () => 'v2')).toBe('v2');
+    await flush();
+    expect(set.mock.calls[1]?.[2]).toEqual({ ttl: TTL + MAX_STALE });
+  });
+
   it('without a previous value the callers get the error, with the original cause for every one', async () => {
     const cache = testCache();
     const cause = new Error('db down');

@@ -183,9 +183,10 @@ export function createRedisProtocolCache(
     ttl: number | undefined,
     direct: boolean | undefined,
     offset: number,
+    renews?: CacheEntry,
   ): WriteGuardArgs => {
     try {
-      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct });
+      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct, renews });
     } catch (cause) {
       throw createError(
         'E_STAMPEDE_BACKEND_ENCODE',
@@ -201,11 +202,12 @@ export function createRedisProtocolCache(
     entry: CacheEntry,
     ttl: number | undefined,
     direct: boolean | undefined,
+    renews?: CacheEntry,
   ): MaybePromise<WriteGuardArgs> => {
     const offset = clock.current();
     return typeof offset === 'number'
-      ? encodeWrite(key, entry, ttl, direct, offset)
-      : offset.then((measured) => encodeWrite(key, entry, ttl, direct, measured));
+      ? encodeWrite(key, entry, ttl, direct, offset, renews)
+      : offset.then((measured) => encodeWrite(key, entry, ttl, direct, measured, renews));
   };
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
@@ -233,8 +235,8 @@ export function createRedisProtocolCache(
 
   return {
     get,
-    async set(key, entry, { ttl, direct }) {
-      const ready = writeArgs(key, entry, ttl, direct);
+    async set(key, entry, { ttl, direct, renews }) {
+      const ready = writeArgs(key, entry, ttl, direct, renews);
       const args = 'then' in ready ? await ready : ready;
       const { text, createdAt, px } = args;
       const wrote = await operations.keepAlive(

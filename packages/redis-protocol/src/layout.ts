@@ -150,7 +150,24 @@ export function decodeStored(
 ): CacheEntry | undefined {
   if (stored === null || stored === undefined) return undefined;
   if (typeof stored === 'string' && stored.startsWith(TOMBSTONE_PREFIX)) return undefined;
-  return shifted(decodeEnvelope(stored, serializer), -offset);
+  const onServer = decodeEnvelope(stored, serializer);
+  const entry = shifted(onServer, -offset);
+  storedCreatedAt.set(entry, onServer.createdAt);
+  return entry;
+}
+
+// The server-clock `createdAt` each decoded entry was stored with. A re-arm writes an entry back with the `createdAt` it was read with;
+// converting that back through an offset estimate that moved in between would store another time,
+// and the write guard would take the re-arm for an older fill (or a newer one).
+const storedCreatedAt = new WeakMap<CacheEntry, number>();
+
+/**
+ * `entry.createdAt` on the server's clock when `entry` renews `renews` (`CacheSetOptions.renews`):
+ * exactly what `renews` was stored with, if it was decoded here and the two share their `createdAt`.
+ */
+function renewedCreatedAt(entry: CacheEntry, renews: CacheEntry | undefined): number | undefined {
+  if (renews === undefined || renews.createdAt !== entry.createdAt) return undefined;
+  return storedCreatedAt.get(renews);
 }
 
 /** The arguments of {@link WRITE_GUARD_LUA} (ARGV 1 to 3) for one write. */
@@ -194,6 +211,12 @@ export interface RemoteWriteOptions {
   readonly now?: number | undefined;
   /** A direct write (`CacheSetOptions.direct`): it replaces a tombstone whatever its time. @default false */
   readonly direct?: boolean | undefined;
+  /**
+   * The entry this write renews (`CacheSetOptions.renews`): when it was decoded by
+   * {@link decodeStored} and shares `entry`'s `createdAt`, that `createdAt` is stored exactly as it
+   * was read, whatever `offset` is now. @default undefined
+   */
+  readonly renews?: CacheEntry | undefined;
 }
 
 /**
@@ -215,7 +238,9 @@ export function remoteWriteArgs(
   ttl: number | undefined,
   options: RemoteWriteOptions,
 ): WriteGuardArgs {
-  const onServer = shifted(entry, options.offset ?? 0);
+  const exact = renewedCreatedAt(entry, options.renews);
+  const moved = shifted(entry, options.offset ?? 0);
+  const onServer = exact === undefined ? moved : changeEntry(moved, { createdAt: exact });
   const text = encodeEnvelope(onServer, options.serializer);
   const createdAt = integerText(onServer.createdAt);
   const now = options.now ?? Date.now();

@@ -97,6 +97,29 @@ describe('remoteWriteArgs', () => {
     expect(decodeStored('s1|310000|370000|380000|"v"', undefined, 300_000)).toEqual(entry);
   });
 
+  it("a renewal (fail-safe's re-arm) stores createdAt as it was read, though the offset moved since", async () => {
+    const { changeEntry } = await import('@stampede/core/adapter');
+    const { decodeStored, remoteWriteArgs } = await import('../src/index.js');
+    const stored = 's1|310000|370000|380000|"v"';
+    // Read when the estimate was 300,000 ms; written back after it moved to 300,007.
+    const read = decodeStored(stored, undefined, 300_000);
+    if (read === undefined) throw new Error('expected an entry');
+    const renewed = changeEntry(read, { freshUntil: 90_000, staleUntil: 95_000 });
+    const options = { offset: 300_007, tombstoneTtl: 5_000, now: 10_000 };
+    expect(remoteWriteArgs(renewed, 70_000, { ...options, renews: read })).toEqual({
+      text: 's1|310000|390007|395007|"v"',
+      createdAt: '310000',
+      px: '70000',
+    });
+    // Without `renews` the estimate converts it: 7 ms later than the fill it renews.
+    expect(remoteWriteArgs(renewed, 70_000, options).createdAt).toBe('310007');
+    // An entry with another createdAt is not a renewal of `read`, whatever the caller says; nor is
+    // the renewal of an entry this module did not decode.
+    const refilled = changeEntry(renewed, { createdAt: 20_000 });
+    expect(remoteWriteArgs(refilled, 70_000, { ...options, renews: read }).createdAt).toBe('320007');
+    expect(remoteWriteArgs(renewed, 70_000, { ...options, renews: { ...read } }).createdAt).toBe('310007');
+  });
+
   it('is a removal (a tombstone at createdAt) for a ttl of 0 or an entry already past staleUntil', async () => {
     const { remoteWriteArgs } = await import('../src/index.js');
     const removal = { text: '', createdAt: '10000', px: '5000' };
