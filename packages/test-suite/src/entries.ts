@@ -51,3 +51,27 @@ export function expectReplicated(read: CacheEntry | undefined, written: CacheEnt
     expect(drift, field).toBeLessThanOrEqual(CLOCK_TOLERANCE);
   }
 }
+
+/**
+ * Asserts that `read`, as the instance that wrote it returns it, is `written`: exactly, or (for a
+ * cache that declares `serverClock`) with all three times shifted together by at most
+ * {@link CLOCK_TOLERANCE} ms, the durations between them and everything else exact.
+ */
+export function expectRoundTrip(
+  read: CacheEntry | undefined,
+  written: CacheEntry,
+  serverClock: boolean | undefined,
+): void {
+  if (serverClock !== true || read === undefined) {
+    expect(read).toEqual(written);
+    return;
+  }
+  const shift = read.createdAt - written.createdAt;
+  expect(Math.abs(shift), 'createdAt').toBeLessThanOrEqual(CLOCK_TOLERANCE);
+  expect(read).toEqual({
+    ...written,
+    createdAt: written.createdAt + shift,
+    freshUntil: written.freshUntil + shift,
+    staleUntil: written.staleUntil + shift,
+  });
+}

@@ -52,6 +52,15 @@ export interface CacheCapabilities {
    * @default true
    */
   delta?: boolean;
+  /**
+   * The cache stores times on its backend's clock and hands them back on this process's clock
+   * through its own estimate of the offset (as the Redis-protocol adapters do). When the estimate
+   * moves (a tighter measurement proves it wrong), every time read afterwards moves with it: an
+   * entry read back on the same instance may then have all of its times shifted together, by up to
+   * 50 ms. The durations between them, the value, `delta` and `tags` must still come back exactly.
+   * @default false
+   */
+  serverClock?: boolean;
 }
 
 /** How to run the conformance suite against one adapter. */

@@ -2,7 +2,8 @@
  * What the conformance suite checks on a Redis-protocol cache (`@stampede/redis` standalone and
  * Cluster, `@stampede/node-redis`, `@stampede/upstash`): all of them offer the lock with extension,
  * push wake-up, values round-tripped through a serializer, tags, the invalidation bus, the lock
- * attempt that reads and the commit; none answers synchronously.
+ * attempt that reads and the commit; none answers synchronously. Their times are stored on Redis's
+ * clock through an estimate of the offset (`serverClock`).
  */
 export const REDIS_PROTOCOL_CAPABILITIES = {
   lock: true,
@@ -14,6 +15,7 @@ export const REDIS_PROTOCOL_CAPABILITIES = {
   bus: true,
   lockAndRead: true,
   commit: true,
+  serverClock: true,
 } as const;
 
 /**

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import type { SuiteContext } from '../context.js';
-import { entry, expectReplicated, ODD_KEYS, VALUES } from '../entries.js';
+import { entry, expectReplicated, expectRoundTrip, ODD_KEYS, VALUES } from '../entries.js';
 
 const isThenable = (value: unknown): boolean =>
   typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
@@ -56,7 +56,7 @@ export function storageCases(ctx: SuiteContext): void {
     const cache = ctx.cache();
     const written = entry(value, Date.now(), 60_000, 30_000);
     await cache.set('value', written, { ttl: 90_000 });
-    expect(await cache.get('value')).toEqual(written);
+    expectRoundTrip(await cache.get('value'), written, capabilities.serverClock);
   });
 
   it.skipIf(!capabilities.roundTrip)('roundTrip(value) is what a later get returns', async () => {
@@ -73,7 +73,7 @@ export function storageCases(ctx: SuiteContext): void {
       const cache = ctx.cache();
       const timed = { ...entry('timed', Date.now(), 60_000), delta: 137 };
       await cache.set('delta', timed, { ttl: 60_000 });
-      expect(await cache.get('delta')).toEqual(timed);
+      expectRoundTrip(await cache.get('delta'), timed, capabilities.serverClock);
       const untimed = entry('untimed', Date.now(), 60_000);
       await cache.set('no-delta', untimed, { ttl: 60_000 });
       expect((await cache.get('no-delta'))?.delta).toBeUndefined();
@@ -88,7 +88,7 @@ export function storageCases(ctx: SuiteContext): void {
     expect(read?.freshUntil).toBe(Number.POSITIVE_INFINITY);
     expect(read?.staleUntil).toBe(Number.POSITIVE_INFINITY);
     await ctx.wait(300);
-    expect(await cache.get('forever')).toEqual(written);
+    expectRoundTrip(await cache.get('forever'), written, capabilities.serverClock);
   });
 
   it('drops an entry after its physical TTL', async () => {
