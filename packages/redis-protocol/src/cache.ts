@@ -110,6 +110,14 @@ export interface RedisProtocolCache {
    * is reported once as a `backend-error` with operation `'warm-up'`.
    */
   warmUp(): Promise<void>;
+  /**
+   * A lighter start than {@link warmUp}, for a binding whose commands are billed one by one
+   * (Upstash): sets up Web Crypto and starts the server clock's first measurement, a command the
+   * first read would send anyway, so the client's code, its connection and the clock are ready
+   * before the first herd at no extra command. Never throws; a fault is left to the first read's
+   * measurement, which tries again.
+   */
+  prime(): void;
 }
 
 /**
@@ -317,6 +325,10 @@ export function createRedisProtocolCache(
     get lockUsable() {
       return context.access.scripts;
     },
+    prime() {
+      setUpRandomTokens();
+      void clock.current();
+    },
     warmUp() {
       return warmUp(context, () => clock.current());
     },
@@ -336,17 +348,23 @@ const COMBINED_SCRIPTS: readonly LuaScript[] = [LOCK_AND_READ_SCRIPT, COMMIT_SCR
 const FLAGS_REFUSED = /compil|shebang|unexpected symbol/i;
 const LOCK_SCRIPTS: readonly LuaScript[] = [RELEASE_SCRIPT, EXTEND_SCRIPT];
 
-/** See {@link RedisProtocolCache.warmUp}; `measureClock` starts the server clock's first measurement. */
-async function warmUp(context: RedisProtocolContext, measureClock: () => unknown): Promise<void> {
-  const { client, lockClient, operations, runLockScript } = context;
-  // Every lock attempt draws a random token. The runtime sets up Web Crypto on its first use (on
-  // Node 20 about 1 ms of module loading, several on a busy machine), which would otherwise fall
-  // between the first herd's read and its SET NX, on every replica.
+/**
+ * Every lock attempt draws a random token. The runtime sets up Web Crypto on its first use (on Node
+ * 20 about 1 ms of module loading, several on a busy machine), which would otherwise fall between
+ * the first herd's read and its SET NX, on every replica.
+ */
+function setUpRandomTokens(): void {
   try {
     randomToken();
   } catch {
     // No Web Crypto: the first lock attempt reports it.
   }
+}
+
+/** See {@link RedisProtocolCache.warmUp}; `measureClock` starts the server clock's first measurement. */
+async function warmUp(context: RedisProtocolContext, measureClock: () => unknown): Promise<void> {
+  const { client, lockClient, operations, runLockScript } = context;
+  setUpRandomTokens();
   const separate = lockClient !== client;
   let reported = false;
   const report = (error: unknown): void => {

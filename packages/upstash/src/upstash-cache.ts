@@ -6,6 +6,7 @@ import type {
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
+import { runsIsolatedRequests } from '@stampede/core/adapter';
 import {
   busChannel,
   createOperationRunner,
@@ -171,6 +172,10 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
   const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
   const decode = (message: unknown) => cache.decodeAnnouncement(message);
+  // The first herd after a start should run like a warm one: the client's first request (loading
+  // the runtime's fetch, opening its connection) goes out now, as the clock's first measurement.
+  // Not on Cloudflare Workers, where a cache is made at global scope and I/O there is refused.
+  if (!runsIsolatedRequests()) cache.prime();
 
   return {
     name,

@@ -183,3 +183,34 @@ describe('fill lock', () => {
     expect(stats().lockWaitHits).toBe(1);
   });
 });
+
+describe('start', () => {
+  it("sends the clock's first measurement when the cache is made, and no more commands than without it", async () => {
+    const client = h.client();
+    const sent: string[] = [];
+    const counting = {
+      get: (key: string) => {
+        sent.push('get');
+        return client.get(key);
+      },
+      set: client.set.bind(client),
+      eval: (script: string, keys: string[], args: unknown[]) => {
+        sent.push('eval');
+        return client.eval(script, keys, args);
+      },
+      evalsha: (sha: string, keys: string[], args: unknown[]) => {
+        sent.push('evalsha');
+        return client.evalsha(sha, keys, args);
+      },
+    } as unknown as typeof client;
+    const cache = createUpstashCache({ client: counting, prefix: h.nextPrefix() });
+    // The client's first request (the runtime's fetch, its connection) is under way before any use.
+    expect(sent).toHaveLength(1);
+    await waitFor(() => expect(sent.length).toBe(1));
+    await sleep(200);
+    expect(sent).toHaveLength(1);
+    // The first read finds the clock measured: it sends only itself.
+    expect(await cache.get('missing')).toBeUndefined();
+    expect(sent).toHaveLength(2);
+  });
+});
