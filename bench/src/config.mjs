@@ -39,6 +39,12 @@ export const config = {
     variants: (process.env.BENCH_FLEET_VARIANTS ?? '').split(',').filter(Boolean),
     /** Rounds of the second pass, whose fill takes 1 ms (the subscribe race's worst case). */
     fastRounds: int('BENCH_FLEET_FAST_ROUNDS', 7),
+    /**
+     * Extra fleets started for the cold-start target alone (the push variant only, one herd each):
+     * a cold start is one herd per start, so its target takes the median over the main run's start
+     * and these.
+     */
+    coldStarts: int('BENCH_FLEET_COLD_STARTS', 4),
     fastFillMs: 1,
     /** Extra node flags for the children, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
     childExecArgv: (process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),

@@ -81,6 +81,17 @@ export async function fleetScenario({ url }) {
   } finally {
     await Promise.all(children.map((c) => c.stop()));
     await restServer?.close();
+  }
+  // More cold starts of the push variant, each in fresh processes: one herd per start.
+  const coldSamples = [];
+  try {
+    if (ids.includes('stampede-push') && unavailable['stampede-push'] === undefined) {
+      for (let start = 0; start < config.fleet.coldStarts; start++) {
+        coldSamples.push(await coldStart(childPath, { url, prefix, callers, fillMs, start }));
+        progress(`fleet: cold start ${start + 1}/${config.fleet.coldStarts} done`);
+      }
+    }
+  } finally {
     const removed = await cleanPrefix(admin, prefix);
     progress(`fleet: removed ${removed} keys under ${prefix}`);
     await admin.quit();
@@ -130,13 +141,15 @@ export async function fleetScenario({ url }) {
       met: slowest <= 25,
       detail: `slowest caller ${ms(slowest)} beyond the fill (median of ${push.length} rounds)`,
     });
-    const first = cold['stampede-push'];
-    if (first !== undefined) {
-      const coldBeyond = first.max - first.fillTook;
+    const starts = [cold['stampede-push'], ...coldSamples].filter((r) => r !== undefined);
+    if (starts.length > 0) {
+      const beyondEach = starts.map((r) => r.max - r.fillTook);
+      const coldBeyond = median(beyondEach);
+      const maxFills = Math.max(...starts.map((r) => r.fills));
       targets.push({
         name: 'fleet cold start: the first herd after the processes start, slowest caller within fill time + 25 ms (push wake-up)',
-        met: first.fills === 1 && coldBeyond <= 25,
-        detail: `slowest caller ${ms(coldBeyond)} beyond the fill cold, ${ms(slowest)} warm; ${first.fills} fill(s)`,
+        met: maxFills === 1 && coldBeyond <= 25,
+        detail: `slowest caller ${ms(coldBeyond)} beyond the fill cold (median of ${starts.length} starts, ${ms(Math.min(...beyondEach))} .. ${ms(Math.max(...beyondEach))}), ${ms(slowest)} warm; ${maxFills} fill(s) at most`,
       });
     }
   }
@@ -194,7 +207,7 @@ export async function fleetScenario({ url }) {
       rows,
       ['l', 'r', 'r', 'r', 'r', 'r'],
     ),
-    ...coldLine(cold, ids, unavailable),
+    ...coldLine(cold, ids, unavailable, coldSamples),
     ...(fastRows.length > 0
       ? [
           '',
@@ -247,18 +260,45 @@ async function herd(children, { variant, key, callers, fillMs }) {
 }
 
 /**
+ * Starts `processes` fresh children with the push variant alone, runs one herd on a new key (their
+ * first) and stops them: a cold start as after a deploy.
+ */
+async function coldStart(childPath, { url, prefix, callers, fillMs, start }) {
+  const children = Array.from({ length: config.fleet.processes }, () =>
+    startChild(childPath, { execArgv: config.fleet.childExecArgv }),
+  );
+  try {
+    await Promise.all(
+      children.map(({ ask }) =>
+        ask({ type: 'setup', url, prefix, variants: ['stampede-push'], ttlMs: 60_000 }, 'setup-done'),
+      ),
+    );
+    return await herd(children, { variant: 'stampede-push', key: `fleet-cold:${start}`, callers, fillMs });
+  } finally {
+    await Promise.all(children.map((c) => c.stop()));
+  }
+}
+
+/**
  * One line giving each stampede variant's slowest caller in the first herd after the processes
  * started (cold: round -1, not in the table), beside the table's warm figures.
  */
-function coldLine(cold, ids, unavailable) {
+function coldLine(cold, ids, unavailable, samples) {
   const parts = fleetVariants
     .filter(({ id, peer }) => peer.id === 'stampede' && ids.includes(id) && unavailable[id] === undefined)
     .filter(({ id }) => cold[id] !== undefined)
     .map(({ id, label }) => `${label} ${ms(cold[id].max - cold[id].fillTook)}`);
   if (parts.length === 0) return [];
+  const starts = [cold['stampede-push'], ...samples]
+    .filter((r) => r !== undefined)
+    .map((r) => r.max - r.fillTook);
+  const more =
+    samples.length === 0
+      ? ''
+      : ` The push variant started ${samples.length} more times in fresh processes (itself alone, one herd each): over all ${starts.length} starts, median ${ms(median(starts))}, ${ms(Math.min(...starts))} .. ${ms(Math.max(...starts))}.`;
   return [
     '',
-    `Cold start (the first herd after the processes start, not counted in the table; slowest caller beyond the fill): ${parts.join('; ')}.`,
+    `Cold start (the first herd after the processes start, not counted in the table; slowest caller beyond the fill): ${parts.join('; ')}.${more}`,
   ];
 }
 
