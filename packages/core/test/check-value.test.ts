@@ -279,31 +279,32 @@ describe('checkValue with fail-safe: the cache keeps the schema input, callers g
     expect(await getOrComputeWith(cache, 'k', options, down())).toBe(5);
   });
 
-  it("another replica's newer value found by the confirming read answers through the check", async () => {
-    const backend = new Backend();
-    const a = testCache({ backend, name: 'a' });
-    await getOrComputeWith(a, 'k', options, () => 'hello');
-    vi.advanceTimersByTime(TTL + 1);
-    const failing = deferred<string>();
-    const call = getOrComputeWith(a, 'k', options, () => failing.promise);
-    await setValue(testCache({ backend, name: 'b' }), 'k', 'newer value', { ttl: TTL });
-    failing.reject(new Error('db down'));
-    expect(await call).toBe(11);
-    await flush();
-    expect(backend.read('k')?.value).toBe('newer value');
-  });
-
-  it("another replica's newer value that fails the check is a miss: the failure stands", async () => {
+  /**
+   * A fill of `k` on replica a that fails after replica b wrote `written` (a fresh entry), with the
+   * previous value 'hello' expired: the call's outcome, and the shared backend.
+   */
+  async function failWhileAnotherWrites(written: unknown) {
     const backend = new Backend();
     const a = testCache({ backend, name: 'a' });
     await getOrComputeWith(a, 'k', options, () => 'hello');
     vi.advanceTimersByTime(TTL + 1);
     const failing = deferred<string>();
     const call = settle(getOrComputeWith(a, 'k', options, () => failing.promise));
-    // Other code (an older deploy) wrote a value of another shape.
-    await setValue(testCache({ backend, name: 'b' }), 'k', { length: 3 }, { ttl: TTL });
+    await setValue(testCache({ backend, name: 'b' }), 'k', written, { ttl: TTL });
     failing.reject(new Error('db down'));
-    const result = await call;
+    return { result: await call, backend };
+  }
+
+  it("another replica's newer value found by the confirming read answers through the check", async () => {
+    const { result, backend } = await failWhileAnotherWrites('newer value');
+    expect(result).toEqual({ ok: true, value: 11 });
+    await flush();
+    expect(backend.read('k')?.value).toBe('newer value');
+  });
+
+  it("another replica's newer value that fails the check is a miss: the failure stands", async () => {
+    // Other code (an older deploy) wrote a value of another shape.
+    const { result } = await failWhileAnotherWrites({ length: 3 });
     expect(result.ok).toBe(false);
     expect(stats()).toMatchObject({ failSafeActivations: 0, checkValueFailures: 1 });
   });

@@ -188,10 +188,8 @@ export function createRedisProtocolCache(
   const encodeWrite = (
     key: string,
     entry: CacheEntry,
-    ttl: number | undefined,
-    direct: boolean | undefined,
+    { ttl, direct, renews }: CacheSetOptions,
     offset: number,
-    renews?: CacheEntry,
   ): WriteGuardArgs => {
     try {
       return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct, renews });
@@ -208,21 +206,19 @@ export function createRedisProtocolCache(
   const writeArgs = (
     key: string,
     entry: CacheEntry,
-    ttl: number | undefined,
-    direct: boolean | undefined,
-    renews?: CacheEntry,
+    options: CacheSetOptions,
   ): MaybePromise<WriteGuardArgs> => {
     const offset = clock.current();
     return typeof offset === 'number'
-      ? encodeWrite(key, entry, ttl, direct, offset, renews)
-      : offset.then((measured) => encodeWrite(key, entry, ttl, direct, measured, renews));
+      ? encodeWrite(key, entry, options, offset)
+      : offset.then((measured) => encodeWrite(key, entry, options, measured));
   };
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
   const writer: FillLockWriter | undefined =
     context.lockClient === client
       ? {
-          args: (key, entry, { ttl, direct }) => writeArgs(key, entry, ttl, direct),
+          args: writeArgs,
           tagPrefix: tagsApart ? '' : prefix,
         }
       : undefined;
@@ -243,8 +239,8 @@ export function createRedisProtocolCache(
 
   return {
     get,
-    async set(key, entry, { ttl, direct, renews }) {
-      const ready = writeArgs(key, entry, ttl, direct, renews);
+    async set(key, entry, options) {
+      const ready = writeArgs(key, entry, options);
       const args = 'then' in ready ? await ready : ready;
       const { text, createdAt, px } = args;
       const wrote = await operations.keepAlive(

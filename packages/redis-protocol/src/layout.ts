@@ -156,9 +156,10 @@ export function decodeStored(
   return entry;
 }
 
-// The server-clock `createdAt` each decoded entry was stored with. A re-arm writes an entry back with the `createdAt` it was read with;
-// converting that back through an offset estimate that moved in between would store another time,
-// and the write guard would take the re-arm for an older fill (or a newer one).
+// The server-clock `createdAt` each decoded entry was stored with. A re-arm writes an entry back
+// with the `createdAt` it was read with; converting that back through an offset estimate that
+// moved in between would store another time, and the write guard would take the re-arm for an
+// older fill (or a newer one).
 const storedCreatedAt = new WeakMap<CacheEntry, number>();
 
 /**

@@ -1,12 +1,12 @@
-import type {
-  Cache,
-  CacheBus,
-  Duration,
-  FillAnnouncement,
-  FillOutcome,
-  SerializerOption,
+import {
+  type Cache,
+  type CacheBus,
+  type Duration,
+  type FillAnnouncement,
+  type FillOutcome,
+  runsIsolatedRequests,
+  type SerializerOption,
 } from '@stampede/core/adapter';
-import { runsIsolatedRequests } from '@stampede/core/adapter';
 import {
   busChannel,
   createOperationRunner,
