@@ -1,3 +1,4 @@
+import { onAbort } from './abort.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { type FillFrame, isolatedRequests } from './shared.js';
@@ -273,8 +274,9 @@ export class Flight {
     }
     return new Promise((resolve, reject) => {
       let timer: LongTimeout | undefined;
+      let stopListening: (() => void) | undefined;
       const stop = (): void => {
-        signal?.removeEventListener('abort', onAbort);
+        stopListening?.();
         timer?.clear();
       };
       const answer = (result: FlightResult): void => {
@@ -291,9 +293,8 @@ export class Flight {
           this.abandon(reason);
         }
       };
-      const onAbort = (): void => leave(signal?.reason, signal?.reason);
       this.individual.add(answer);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal !== undefined) stopListening = onAbort(signal, () => leave(signal.reason, signal.reason));
       if (timed) {
         timer = setLongTimeout(() => {
           const error = this.callerTimeout(limit);
@@ -317,15 +318,12 @@ export class Flight {
       const giveUpAt = limit === undefined ? Number.POSITIVE_INFINITY : Date.now() + limit;
       let delay = WATCH_FIRST_MS;
       let timer: ReturnType<typeof setTimeout> | undefined;
+      let stopListening: (() => void) | undefined;
       this.watchers++;
       const stop = (): void => {
         this.watchers--;
         clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const onAbort = (): void => {
-        stop();
-        reject(signal?.reason);
+        stopListening?.();
       };
       const look = (): void => {
         const result: FlightResult | undefined =
@@ -357,7 +355,12 @@ export class Flight {
         timer = setTimeout(look, Math.min(delay, left));
         delay = Math.min(delay * 2, WATCH_CEILING_MS);
       };
-      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal !== undefined) {
+        stopListening = onAbort(signal, () => {
+          stop();
+          reject(signal.reason);
+        });
+      }
       timer = setTimeout(look, delay);
       delay *= 2;
     });

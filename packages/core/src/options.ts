@@ -44,6 +44,8 @@ export interface GetOrComputeOptions {
   /**
    * This caller stops waiting when it aborts (the promise rejects with the signal's reason); the
    * shared fill goes on for the other callers, and is aborted only when every caller has left.
+   * One signal may serve any number of concurrent calls (a request's signal passed to every lookup
+   * it makes): they share one `abort` listener on it, removed when the last of them settles.
    * @default undefined
    */
   signal?: AbortSignal | undefined;

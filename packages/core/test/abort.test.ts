@@ -1,5 +1,6 @@
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { getOrComputeWith, inFlightCount, resetStats } from '../src/index.js';
+import { configure, getOrComputeWith, inFlightCount, resetStats } from '../src/index.js';
 import { Backend, deferred, flush, settle, testCache } from './helpers.js';
 
 beforeEach(() => {
@@ -133,5 +134,100 @@ describe('a caller may abort in every phase', () => {
     expect(await getOrComputeWith(cache, 'k', { signal: controller.signal }, () => 'v')).toBe('v');
     controller.abort();
     expect(await getOrComputeWith(cache, 'k', {}, () => 'other')).toBe('v');
+  });
+});
+
+describe('one signal shared by many calls (a request handler passing its request signal to every lookup)', () => {
+  const abortListeners = (signal: AbortSignal) => getEventListeners(signal, 'abort').length;
+
+  /** Collects the process warnings emitted while `run` runs (they are emitted on the next tick). */
+  async function warningsDuring(run: () => Promise<void>): Promise<string[]> {
+    const seen: string[] = [];
+    const onWarning = (warning: Error) => seen.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    try {
+      await run();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    return seen;
+  }
+
+  it('twenty concurrent misses, twenty joiners and twenty slow reads keep one listener on it; no leak warning', async () => {
+    const controller = new AbortController();
+    const { signal } = controller;
+    const gate = deferred<string>();
+    const warnings = await warningsDuring(async () => {
+      const cache = testCache();
+      const misses = Array.from({ length: 20 }, (_, i) =>
+        getOrComputeWith(cache, `miss-${i}`, { signal }, () => gate.promise),
+      );
+      const joiners = Array.from({ length: 20 }, () =>
+        getOrComputeWith(cache, 'miss-0', { signal }, () => 'unused'),
+      );
+      const slow = testCache();
+      const read = deferred<undefined>();
+      slow.get = () => read.promise;
+      const reads = Array.from({ length: 20 }, (_, i) =>
+        getOrComputeWith(slow, `read-${i}`, { signal }, () => 'read'),
+      );
+      expect(abortListeners(signal)).toBe(1);
+      gate.resolve('v');
+      read.resolve(undefined);
+      expect(await Promise.all([...misses, ...joiners])).toEqual(Array(40).fill('v'));
+      expect(await Promise.all(reads)).toEqual(Array(20).fill('read'));
+      // Every call that settled stopped listening: nothing is left on the user's signal.
+      expect(abortListeners(signal)).toBe(0);
+    });
+    expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+  });
+
+  it('its abort releases every one of them with its reason, and abandons only fills nobody else waits for', async () => {
+    const controller = new AbortController();
+    const { signal } = controller;
+    const cache = testCache();
+    const fillSignals: AbortSignal[] = [];
+    const never = (ctx: { signal: AbortSignal }) => {
+      fillSignals.push(ctx.signal);
+      return new Promise<string>(() => {});
+    };
+    const gate = deferred<string>();
+    const callers = Array.from({ length: 15 }, (_, i) =>
+      settle(getOrComputeWith(cache, `k${i}`, { signal }, never)),
+    );
+    const kept = settle(getOrComputeWith(cache, 'kept', {}, () => gate.promise));
+    const leaving = settle(getOrComputeWith(cache, 'kept', { signal }, () => 'unused'));
+    const reason = new Error('request gone');
+    controller.abort(reason);
+    for (const result of await Promise.all([...callers, leaving])) {
+      expect(result).toEqual({ ok: false, error: reason });
+    }
+    expect(fillSignals.every((s) => s.aborted)).toBe(true);
+    gate.resolve('still here');
+    expect(await kept).toEqual({ ok: true, value: 'still here' });
+    expect(abortListeners(signal)).toBe(0);
+  });
+
+  it('on isolated requests (workerd), joiners watching a fill share the one listener too', async () => {
+    configure({ isolatedRequests: true });
+    try {
+      const controller = new AbortController();
+      const { signal } = controller;
+      const cache = testCache();
+      const gate = deferred<string>();
+      const leader = getOrComputeWith(cache, 'k', {}, () => gate.promise);
+      const joiners = Array.from({ length: 15 }, () =>
+        settle(getOrComputeWith(cache, 'k', { signal }, () => 'unused')),
+      );
+      expect(abortListeners(signal)).toBe(1);
+      controller.abort(new Error('left'));
+      for (const result of await Promise.all(joiners)) expect(result.ok).toBe(false);
+      expect(abortListeners(signal)).toBe(0);
+      gate.resolve('v');
+      expect(await leader).toBe('v');
+    } finally {
+      configure({ isolatedRequests: false });
+    }
   });
 });
