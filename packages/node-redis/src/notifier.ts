@@ -6,6 +6,7 @@ import {
   createFillChannels,
   type FillListener,
   type OperationRunner,
+  onClientEnd,
   remoteKeys,
 } from '@stampede/redis-protocol';
 import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
@@ -75,6 +76,8 @@ export function createNotifier(
   // The subscriber is connected and has re-subscribed (node-redis does so before 'ready').
   let up = false;
   let subscriber: { connection: NodeRedisSubscriber; connected: Promise<unknown> } | undefined;
+  // Stops following the client's end (see `onClientEnd`): set while a subscriber is open.
+  let stopFollowing: (() => void) | undefined;
   let closed = false;
   const bus = busChannel(prefix);
   const busHandlers = new Set<CacheBusHandlers>();
@@ -107,7 +110,8 @@ export function createNotifier(
     up = false;
     busLost();
     busState = 'idle';
-    client.off('end', drop);
+    stopFollowing?.();
+    stopFollowing = undefined;
     current?.connection.destroy();
   };
 
@@ -136,7 +140,7 @@ export function createNotifier(
     });
     const connected = connection.connect();
     connected.catch(() => {});
-    client.on('end', drop);
+    stopFollowing = onClientEnd(client, drop);
     subscriber = { connection, connected };
     return subscriber;
   };

@@ -94,6 +94,30 @@ describe('the subscriber connection', () => {
     expect(await connectionsNamed(name)).toBe(0);
   });
 
+  it('twelve caches on one client follow its end through one listener: no MaxListenersExceededWarning', async () => {
+    const { client, name } = await namedClient();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const caches = Array.from({ length: 12 }, () =>
+        createNodeRedisCache({ client, prefix: randomPrefix('nr-many') }),
+      );
+      await waitFor(async () => (await connectionsNamed(name)) === 13, { timeout: 5_000 });
+      expect(client.listenerCount('end')).toBe(1);
+      // A closed cache leaves the others following the client.
+      await caches[0]?.close();
+      expect(client.listenerCount('end')).toBe(1);
+      await client.close();
+      await waitFor(async () => (await connectionsNamed(name)) === 0, { timeout: 5_000 });
+      expect(client.listenerCount('end')).toBe(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('is never opened with pushWakeUp: false', async () => {
     const { client, name } = await namedClient();
     const cache = createNodeRedisCache({ client, prefix: randomPrefix('nr-poll'), pushWakeUp: false });

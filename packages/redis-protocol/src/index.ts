@@ -6,6 +6,7 @@ export {
 } from './cache.js';
 export { callSafely } from './call-safely.js';
 export type { RedisProtocolClient } from './client.js';
+export { type EndingClient, onClientEnd } from './client-end.js';
 export { createRedisProtocolContext, type RedisProtocolContext } from './context.js';
 export {
   hasRedisProtocolErrorShape,

@@ -1,9 +1,11 @@
+import { EventEmitter } from 'node:events';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createOperationRunner,
   createScriptRunner,
   hasRedisProtocolErrorShape,
   isRedisProtocolError,
+  onClientEnd,
   parseRedisProtocolOptions,
   type RedisProtocolClient,
   RedisProtocolError,
@@ -165,5 +167,51 @@ describe('the script runner on edge runtimes', () => {
     await expect(first).resolves.toBe('evalsha');
     await expect(run({ source: 'return 1' }, [], [])).resolves.toBe('evalsha');
     expect(digests).toHaveLength(2);
+  });
+});
+
+describe('onClientEnd', () => {
+  it("keeps one 'end' listener on the client however many register, and calls each registration", () => {
+    const client = new EventEmitter();
+    const calls: string[] = [];
+    const stops = Array.from({ length: 12 }, (_, i) => onClientEnd(client, () => calls.push(`l${i}`)));
+    const same = () => calls.push('twice');
+    const stopTwiceA = onClientEnd(client, same);
+    const stopTwiceB = onClientEnd(client, same);
+    expect(client.listenerCount('end')).toBe(1);
+    stops[3]?.();
+    stops[3]?.(); // idempotent: does not remove another registration
+    stopTwiceA();
+    client.emit('end');
+    expect(calls).toEqual([
+      ...Array.from({ length: 12 }, (_, i) => `l${i}`).filter((l) => l !== 'l3'),
+      'twice',
+    ]);
+    for (const stop of stops) stop();
+    expect(client.listenerCount('end')).toBe(1);
+    stopTwiceB();
+    expect(client.listenerCount('end')).toBe(0);
+    // A client whose registrations all left takes new ones again.
+    const stop = onClientEnd(client, () => calls.push('again'));
+    client.emit('end');
+    expect(calls.at(-1)).toBe('again');
+    stop();
+    expect(client.listenerCount('end')).toBe(0);
+  });
+
+  it('a throwing listener does not keep the others from running; a listener may stop itself', () => {
+    const client = new EventEmitter();
+    const calls: string[] = [];
+    onClientEnd(client, () => {
+      throw new Error('boom');
+    });
+    const stopSelf: () => void = onClientEnd(client, () => {
+      calls.push('self');
+      stopSelf();
+    });
+    onClientEnd(client, () => calls.push('last'));
+    client.emit('end');
+    client.emit('end');
+    expect(calls).toEqual(['self', 'last', 'last']);
   });
 });

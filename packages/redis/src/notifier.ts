@@ -5,6 +5,7 @@ import {
   callSafely,
   createFillChannels,
   type FillListener,
+  onClientEnd,
 } from '@stampede/redis-protocol';
 import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
@@ -74,6 +75,8 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
   // The subscriber's connection is up and every SUBSCRIBE resent after a reconnection acknowledged.
   let up = false;
   let subscriber: RedisClient | undefined;
+  // Stops following the client's end (see `onClientEnd`): set while a subscriber is open.
+  let stopFollowing: (() => void) | undefined;
   let closed = false;
   const bus = busChannel(context.prefix);
   const busHandlers = new Set<CacheBusHandlers>();
@@ -106,7 +109,8 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
     subscriber = undefined;
     channels.clear();
     up = false;
-    context.lockClient.off('end', onClientEnd);
+    stopFollowing?.();
+    stopFollowing = undefined;
     busLost();
     busState = 'idle';
     return client;
@@ -116,7 +120,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
     busState = 'idle';
     for (const handlers of [...busHandlers]) if (handlers.lost) callSafely(() => handlers.lost?.());
   };
-  const onClientEnd = (): void => {
+  const clientEnded = (): void => {
     drop()?.disconnect();
   };
 
@@ -164,7 +168,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
       // Ended on its own (its retry strategy gave up): the next `listen` opens a new one.
       if (subscriber === created) drop();
     });
-    context.lockClient.on('end', onClientEnd);
+    stopFollowing = onClientEnd(context.lockClient, clientEnded);
     subscriber = created;
     return created;
   };

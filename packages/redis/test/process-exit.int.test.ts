@@ -94,6 +94,39 @@ describe('the process exits when the user closes their clients', () => {
     await cache.close();
   });
 
+  it('twelve caches on one client follow its end through one listener: no MaxListenersExceededWarning', async () => {
+    const client = new Redis(url);
+    await client.ping();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const duplicate = vi.spyOn(client, 'duplicate');
+      const caches = Array.from({ length: 12 }, (_, i) =>
+        createRedisCache({ client, prefix: `${prefix}tenant-${i}:` }),
+      );
+      // Each cache opened its own subscriber when it was made (the warm-up).
+      expect(duplicate).toHaveBeenCalledTimes(12);
+      const subscribers = duplicate.mock.results.map((result) => result.value as Redis);
+      await Promise.all(subscribers.map((subscriber) => subscriber.ping()));
+      expect(client.listenerCount('end')).toBe(1);
+      // A closed cache leaves the others following the client; the last one out takes the listener.
+      await caches[0]?.close();
+      expect(client.listenerCount('end')).toBe(1);
+      await client.quit();
+      await ended(client);
+      await vi.waitFor(() => expect(subscribers.every((s) => s.status === 'end')).toBe(true), {
+        timeout: 2_000,
+      });
+      expect(client.listenerCount('end')).toBe(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+      await Promise.all(caches.map((cache) => cache.close()));
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('after a lock wait, quitting the ioredis clients (no cache.close()) lets the process exit', async () => {
     const { report, exitedAfterMs } = await run({ url, prefix: `${prefix}standalone:` }, 10_000);
     // The wait really happened and was woken by the push subscriber.
