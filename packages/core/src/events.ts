@@ -79,7 +79,10 @@ export interface EarlyRefreshEvent {
   readonly deltaMs: number;
 }
 
-/** Something the user should know once (for example: the lock was asked of a cache without one). */
+/**
+ * Something the user should know once (for example: the lock was asked of a cache without one),
+ * emitted once per cache. It is also written with `console.warn`, once per process for a given text.
+ */
 export interface WarningEvent {
   readonly type: 'warning';
   readonly cache: string;

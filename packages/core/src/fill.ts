@@ -18,6 +18,7 @@ import { Flight, type Rescue } from './flight.js';
 import { acquireOrWait, type WaitHint } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { reportWarning } from './stats.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** A fill function as the core calls it. */
@@ -483,6 +484,5 @@ function warnNoLock(state: CacheState): void {
   const message =
     `stampede: distributedFillLock was asked of cache '${state.name}', which has no tryAcquireFillLock; ` +
     'protection is in-process only (one fill per process, not per fleet).';
-  console.warn(message);
-  if (hasListeners()) emit({ type: 'warning', cache: state.name, message });
+  reportWarning(state.name, message);
 }

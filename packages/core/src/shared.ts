@@ -74,6 +74,11 @@ export interface Shared {
    * copy lacks it, and the first copy that needs it creates it.
    */
   clock?: CoarseClock;
+  /**
+   * The warnings written to the console so far (`stats.ts` `printWarning`). Optional: a shared
+   * object made by an older copy lacks it, and the first copy that needs it creates it.
+   */
+  printedWarnings?: Set<string>;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');

@@ -246,9 +246,27 @@ export function reportBackendError(
  * Tells the user about a condition of the backend that breaks a guarantee (a Redis that may evict
  * the fill lock, a user that may not run scripts): written with `console.warn` and emitted as a
  * `warning` event, as the core's own one-time warnings are. The adapter calls it once per cause;
- * nothing is counted.
+ * nothing is counted. The console gets each distinct text once per process (caches made alike
+ * would print the same line each); the event comes for every call.
  */
 export function reportWarning(cacheName: string, message: string): void {
-  console.warn(message);
+  printWarning(message);
   if (hasListeners()) emit({ type: 'warning', cache: cacheName, message });
+}
+
+/** How many distinct warnings are remembered; past it the record starts over (a line may repeat). */
+const PRINTED_WARNINGS = 256;
+
+/**
+ * Writes `message` with `console.warn`, once per process: caches made alike (one per tenant on one
+ * Redis, all with the default name) meet the same condition and would each print the same line. The
+ * `warning` event still comes once per cache.
+ */
+export function printWarning(message: string): void {
+  shared.printedWarnings ??= new Set();
+  const printed = shared.printedWarnings;
+  if (printed.has(message)) return;
+  if (printed.size >= PRINTED_WARNINGS) printed.clear();
+  printed.add(message);
+  console.warn(message);
 }

@@ -443,6 +443,23 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(events.filter((type) => type === 'warning')).toHaveLength(1);
   });
 
+  it('caches made alike print one warning line between them; each still emits its warning event', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const events: string[] = [];
+    const off = onStampedeEvent((event) => {
+      if (event.type === 'warning') events.push(event.cache);
+    });
+    // Twelve caches by one name (one per tenant, say), and one by another name.
+    const twins = Array.from({ length: 12 }, () => testCache({ name: 'tenant-cache' }));
+    const other = testCache({ name: 'other-cache' });
+    for (const cache of [...twins, other]) await getOrComputeWith(cache, 'k', LOCKED, () => 1);
+    off();
+    expect(events).toEqual([...Array(12).fill('tenant-cache'), 'other-cache']);
+    expect(warn).toHaveBeenCalledTimes(2);
+    expect(String(warn.mock.calls[0]?.[0])).toContain("cache 'tenant-cache'");
+    expect(String(warn.mock.calls[1]?.[0])).toContain("cache 'other-cache'");
+  });
+
   it('SWR refreshes honour the lock: at most one refresh fleet-wide', async () => {
     const backend = new Backend();
     const replicas = Array.from({ length: 3 }, () => replica(backend));
