@@ -11,6 +11,15 @@ import {
 } from '@stampede/redis-protocol';
 import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
 
+/** Destroys a subscriber connection; one destroyed already (node-redis throws then) is left as it is. */
+function destroyConnection(connection: NodeRedisSubscriber): void {
+  try {
+    connection.destroy();
+  } catch {
+    // Closed already.
+  }
+}
+
 /** Push wake-up: one subscriber connection per cache, shared by every waiting key. */
 export interface Notifier {
   /**
@@ -112,7 +121,14 @@ export function createNotifier(
     busState = 'idle';
     stopFollowing?.();
     stopFollowing = undefined;
-    current?.connection.destroy();
+    if (current === undefined) return;
+    destroyConnection(current.connection);
+    // node-redis (6.3) keeps the socket of a connection destroyed while it connects open, and the
+    // process with it: destroyed once more when its connect settles, it closes.
+    current.connected.then(
+      () => destroyConnection(current.connection),
+      () => {},
+    );
   };
 
   const connect = (): NonNullable<typeof subscriber> | undefined => {

@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import { type AddressInfo, createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { getOrComputeWith, statsByCache } from '@stampede/core';
 import { randomPrefix, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
@@ -7,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodeRedisCache, isNodeRedisCacheError, type NodeRedisClient } from '../src/index.js';
 import { connectedClient } from './helpers.js';
 
+const CLOSE_AT_ONCE = fileURLToPath(new URL('./fixtures/close-at-once.mjs', import.meta.url));
 let url: string;
 let observer: Redis;
 
@@ -116,6 +119,33 @@ describe('the subscriber connection', () => {
     } finally {
       process.off('warning', onWarning);
     }
+  });
+
+  it.each([
+    ['closed at once, then its client', true],
+    ['its client closed at once (no cache.close())', false],
+  ])('%s, while its subscriber still connects: the process exits', async (_, closeCache) => {
+    const child = spawn(
+      process.execPath,
+      [CLOSE_AT_ONCE, JSON.stringify({ url, prefix: randomPrefix('nr-close'), closeCache })],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const exited = await new Promise<number | null | 'still running'>((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        resolve('still running');
+      }, 5_000);
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        resolve(code);
+      });
+    });
+    expect(out.trim()).toBe('closed');
+    expect(exited).toBe(0);
   });
 
   it('is never opened with pushWakeUp: false', async () => {
