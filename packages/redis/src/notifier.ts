@@ -40,6 +40,9 @@ export interface Notifier {
 export type { AnnouncementDecoder, FillListener } from '@stampede/redis-protocol';
 export { LINGERING_CHANNELS } from '@stampede/redis-protocol';
 
+/** How long a lock client may stay 'disconnecting' before its subscriber takes it as ended. */
+const DISCONNECTING_GRACE_MS = 1_000;
+
 /**
  * A notifier on `context.lockClient` (the client itself unless the cache was given a separate lock
  * client: fill ends are published where the locks live). The subscriber is `lockClient.duplicate()`,
@@ -123,6 +126,17 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
   const clientEnded = (): void => {
     drop()?.disconnect();
   };
+  // An ioredis Cluster quit (or disconnected) before it had connected stays 'disconnecting' and
+  // never emits 'end' (it has no node to close), so a subscriber that connects meanwhile would be
+  // the one socket keeping the process alive. A Cluster still 'disconnecting' a second later is
+  // taken as ended; one reconnecting (`disconnect(true)`) is 'connecting' or 'ready' by then. The
+  // timer holds nothing open.
+  const endsWithoutEvent = (created: RedisClient): void => {
+    const timer = setTimeout(() => {
+      if (subscriber === created && context.lockClient.status === 'disconnecting') clientEnded();
+    }, DISCONNECTING_GRACE_MS);
+    (timer as { unref?: () => void }).unref?.();
+  };
 
   const connect = (): RedisClient | undefined => {
     if (subscriber !== undefined) return subscriber;
@@ -150,6 +164,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
     });
     created.on('ready', () => {
       if (subscriber !== created) return;
+      if (context.lockClient.status === 'disconnecting') endsWithoutEvent(created);
       subscribeBusChannel(created);
       // ioredis has re-sent the SUBSCRIBEs of the channels by now: a PING's answer follows their
       // acknowledgements, and from then on the channels hear again.

@@ -7,6 +7,7 @@ import { createRedisCache } from '../src/index.js';
 import { deletePrefix } from './helpers.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/quit-after-wait.mjs', import.meta.url));
+const QUIT_AT_ONCE = fileURLToPath(new URL('./fixtures/quit-at-once.mjs', import.meta.url));
 const prefix = randomPrefix('process-exit');
 let url: string;
 
@@ -136,6 +137,47 @@ describe('the process exits when the user closes their clients', () => {
     expect(exitedAfterMs).not.toBeNull();
     expect(exitedAfterMs).toBeLessThan(2_000);
   });
+
+  it.each([
+    ['a standalone client', false],
+    ['a Cluster (it never emits end when quit before it connected)', true],
+  ])(
+    '%s quit at once after the cache is made (no cache.close()) lets the process exit',
+    async (_, onCluster) => {
+      const cluster = onCluster ? await startRedisCluster(3) : undefined;
+      try {
+        const config = { url, clusterNodes: cluster?.nodes, prefix: `${prefix}at-once:` };
+        const child = spawn(process.execPath, [QUIT_AT_ONCE, JSON.stringify(config)], {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        let out = '';
+        child.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+        });
+        const quitAt = new Promise<number>((resolve) =>
+          child.stdout.on('data', () => {
+            if (out.includes('quit')) resolve(Date.now());
+          }),
+        );
+        const exitedAt = await new Promise<number | 'still running'>((resolve) => {
+          const timer = setTimeout(() => {
+            child.kill('SIGKILL');
+            resolve('still running');
+          }, 10_000);
+          child.once('exit', (code) => {
+            clearTimeout(timer);
+            resolve(code === 0 ? Date.now() : 'still running');
+          });
+        });
+        expect(out.trim()).toBe('quit');
+        expect(exitedAt).not.toBe('still running');
+        // Within the second a Cluster may stay 'disconnecting' before it counts as ended, plus a start.
+        expect((exitedAt as number) - (await quitAt)).toBeLessThan(3_000);
+      } finally {
+        await cluster?.stop();
+      }
+    },
+  );
 
   it('the same with a Redis Cluster client: its end is followed too', async () => {
     const cluster = await startRedisCluster(3);
