@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process';
 import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { getOrComputeWith, statsByCache } from '@stampede/core';
-import { randomPrefix, testRedis, waitFor } from '@stampede/test-support';
+import { randomPrefix, runToExit, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -125,27 +124,13 @@ describe('the subscriber connection', () => {
     ['closed at once, then its client', true],
     ['its client closed at once (no cache.close())', false],
   ])('%s, while its subscriber still connects: the process exits', async (_, closeCache) => {
-    const child = spawn(
-      process.execPath,
-      [CLOSE_AT_ONCE, JSON.stringify({ url, prefix: randomPrefix('nr-close'), closeCache })],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
+    const run = await runToExit(
+      CLOSE_AT_ONCE,
+      [JSON.stringify({ url, prefix: randomPrefix('nr-close'), closeCache })],
+      { limitMs: 5_000 },
     );
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-    });
-    const exited = await new Promise<number | null | 'still running'>((resolve) => {
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        resolve('still running');
-      }, 5_000);
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        resolve(code);
-      });
-    });
-    expect(out.trim()).toBe('closed');
-    expect(exited).toBe(0);
+    expect(run.stdout.trim()).toBe('closed');
+    expect(run.code).toBe(0);
   });
 
   it('is never opened with pushWakeUp: false', async () => {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { randomPrefix, startRedisCluster, testRedis } from '@stampede/test-support';
+import { randomPrefix, runToExit, startRedisCluster, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache } from '../src/index.js';
@@ -147,32 +147,14 @@ describe('the process exits when the user closes their clients', () => {
       const cluster = onCluster ? await startRedisCluster(3) : undefined;
       try {
         const config = { url, clusterNodes: cluster?.nodes, prefix: `${prefix}at-once:` };
-        const child = spawn(process.execPath, [QUIT_AT_ONCE, JSON.stringify(config)], {
-          stdio: ['ignore', 'pipe', 'inherit'],
+        const run = await runToExit(QUIT_AT_ONCE, [JSON.stringify(config)], {
+          limitMs: 10_000,
+          mark: 'quit',
         });
-        let out = '';
-        child.stdout.on('data', (chunk: Buffer) => {
-          out += chunk.toString();
-        });
-        const quitAt = new Promise<number>((resolve) =>
-          child.stdout.on('data', () => {
-            if (out.includes('quit')) resolve(Date.now());
-          }),
-        );
-        const exitedAt = await new Promise<number | 'still running'>((resolve) => {
-          const timer = setTimeout(() => {
-            child.kill('SIGKILL');
-            resolve('still running');
-          }, 10_000);
-          child.once('exit', (code) => {
-            clearTimeout(timer);
-            resolve(code === 0 ? Date.now() : 'still running');
-          });
-        });
-        expect(out.trim()).toBe('quit');
-        expect(exitedAt).not.toBe('still running');
+        expect(run.stdout.trim()).toBe('quit');
+        expect(run.code).toBe(0);
         // Within the second a Cluster may stay 'disconnecting' before it counts as ended, plus a start.
-        expect((exitedAt as number) - (await quitAt)).toBeLessThan(3_000);
+        expect(run.exitedAfterMarkMs).toBeLessThan(3_000);
       } finally {
         await cluster?.stop();
       }

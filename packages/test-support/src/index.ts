@@ -6,7 +6,9 @@ export { freePort, ping } from './ports.js';
 export {
   broadcast,
   type RedisProcess,
+  type RunToExit,
   redisCliBinary,
+  runToExit,
   spawnRedisServer,
   spawnWorker,
   startWorkers,

@@ -193,3 +193,44 @@ export function broadcast<R extends { id: string }>(
     workers.map((worker) => worker.next<R>((report) => report.id === id && isAnswer(report), timeoutMs)),
   );
 }
+
+/** How {@link runToExit} ended: the exit code (or `'still running'` when it was killed at the limit). */
+export interface RunToExit {
+  readonly code: number | null | 'still running';
+  /** Everything the script wrote on stdout. */
+  readonly stdout: string;
+  /** How long the process lived after it first wrote `mark` on stdout (undefined if it never did or was killed). */
+  readonly exitedAfterMarkMs: number | undefined;
+}
+
+/**
+ * Runs `script` in a new Node process until it exits on its own, or kills it after `limitMs`: for
+ * tests that nothing the packages leave behind keeps a process alive. stderr is inherited.
+ */
+export function runToExit(
+  script: string,
+  args: readonly string[],
+  { limitMs, mark }: { limitMs: number; mark?: string },
+): Promise<RunToExit> {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let stdout = '';
+  let markedAt: number | undefined;
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+    if (markedAt === undefined && mark !== undefined && stdout.includes(mark)) markedAt = Date.now();
+  });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve({ code: 'still running', stdout, exitedAfterMarkMs: undefined });
+    }, limitMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({
+        code,
+        stdout,
+        exitedAfterMarkMs: markedAt === undefined ? undefined : Date.now() - markedAt,
+      });
+    });
+  });
+}
