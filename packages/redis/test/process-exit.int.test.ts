@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { randomPrefix, runToExit, startRedisCluster, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
@@ -31,45 +30,21 @@ interface Report {
 }
 
 /** Runs the fixture; resolves its report and how long it lived after quitting, or null if it hung. */
-function run(config: object, limitMs: number): Promise<{ report: Report; exitedAfterMs: number | null }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [FIXTURE, JSON.stringify(config)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-    });
-    const report = (): Report => {
-      try {
-        return JSON.parse(out.trim()) as Report;
-      } catch {
-        throw new Error(`the fixture wrote no report; stdout: ${out}\nstderr: ${err}`);
-      }
-    };
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      try {
-        resolve({ report: report(), exitedAfterMs: null });
-      } catch (error) {
-        reject(error);
-      }
-    }, limitMs);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) return reject(new Error(`the fixture exited with ${code}; stderr: ${err}`));
-      try {
-        const parsed = report();
-        resolve({ report: parsed, exitedAfterMs: Date.now() - parsed.quitAt });
-      } catch (error) {
-        reject(error);
-      }
-    });
-  });
+async function run(
+  config: object,
+  limitMs: number,
+): Promise<{ report: Report; exitedAfterMs: number | null }> {
+  const { code, stdout, exitedAt } = await runToExit(FIXTURE, [JSON.stringify(config)], { limitMs });
+  if (code !== 0 && code !== 'still running') {
+    throw new Error(`the fixture exited with ${code} (its stderr is above)`);
+  }
+  let report: Report;
+  try {
+    report = JSON.parse(stdout.trim()) as Report;
+  } catch {
+    throw new Error(`the fixture wrote no report; stdout: ${stdout}`);
+  }
+  return { report, exitedAfterMs: exitedAt === undefined ? null : exitedAt - report.quitAt };
 }
 
 const ended = (client: Redis) =>

@@ -199,6 +199,8 @@ export interface RunToExit {
   readonly code: number | null | 'still running';
   /** Everything the script wrote on stdout. */
   readonly stdout: string;
+  /** When it exited (`Date.now()`), undefined when it was killed. */
+  readonly exitedAt: number | undefined;
   /** How long the process lived after it first wrote `mark` on stdout (undefined if it never did or was killed). */
   readonly exitedAfterMarkMs: number | undefined;
 }
@@ -222,14 +224,16 @@ export function runToExit(
   return new Promise((resolve) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      resolve({ code: 'still running', stdout, exitedAfterMarkMs: undefined });
+      resolve({ code: 'still running', stdout, exitedAt: undefined, exitedAfterMarkMs: undefined });
     }, limitMs);
     child.once('exit', (code) => {
       clearTimeout(timer);
+      const exitedAt = Date.now();
       resolve({
         code,
         stdout,
-        exitedAfterMarkMs: markedAt === undefined ? undefined : Date.now() - markedAt,
+        exitedAt,
+        exitedAfterMarkMs: markedAt === undefined ? undefined : exitedAt - markedAt,
       });
     });
   });
