@@ -115,3 +115,37 @@ describe('node-redis in production', () => {
     expect(found()[0]?.message).toMatch(/allkeys-lru/);
   });
 });
+
+describe('node-redis on a Redis that refuses writes', () => {
+  it('a full noeviction Redis (OOM): after three refused writes of one key, one warning naming it', async () => {
+    const full = await startRedisServer(['--maxmemory-policy', 'noeviction']);
+    closers.push(() => full.stop());
+    const admin = observe(full.url);
+    const chunk = 'x'.repeat(16_384);
+    for (let i = 0; i < 192; i++) await admin.set(`filler:${i}`, chunk);
+    await admin.config('SET', 'maxmemory', '2mb');
+    const faults: unknown[] = [];
+    const stop = onStampedeEvent((event) => {
+      if (event.type === 'backend-error' && event.operation === 'set') faults.push(event.error);
+    });
+    try {
+      const cache = createNodeRedisCache({
+        client: await connected(full.url),
+        name: 'nr-refused',
+        prefix: randomPrefix('nr-refused'),
+      });
+      closers.push(() => cache.close());
+      for (let i = 0; i < 3; i++) {
+        const before = faults.length;
+        expect(await getOrComputeWith(cache, 'hot', { ttl: '1m' }, () => i)).toBe(i);
+        // Until its write has failed, the fill's flight answers the next call.
+        await waitFor(() => faults.length > before, { message: 'the write to fail' });
+      }
+      const warned = warnings.filter((warning) => warning.cache === 'nr-refused');
+      expect(warned).toHaveLength(1);
+      expect(warned[0]?.message).toMatch(/refused 3 writes in a row of 'hot' in cache 'nr-refused' \(OOM /);
+    } finally {
+      stop();
+    }
+  });
+});

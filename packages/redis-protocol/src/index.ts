@@ -78,6 +78,12 @@ export {
   parseRedisProtocolOptions,
   type RedisProtocolOptions,
 } from './options.js';
+export {
+  createRefusedWriteWatch,
+  isServerRefusal,
+  REFUSED_WRITE_STREAK,
+  type RefusedWriteWatch,
+} from './refused-writes.js';
 export type { RedisProtocolCacheMembers } from './remote-cache.js';
 export {
   COMMIT_SCRIPT,

@@ -1,5 +1,6 @@
 import { type BackendOperation, raceTimeout, reportBackendError } from '@stampede/core/adapter';
 import type { RedisProtocolErrorFactory } from './errors.js';
+import { createRefusedWriteWatch } from './refused-writes.js';
 
 /** Options of {@link createOperationRunner}. */
 export interface OperationRunnerOptions {
@@ -35,7 +36,9 @@ export interface OperationRunner {
    * Runs one call, racing it against `operationTimeout`: on time-out the promise rejects with an
    * `E_STAMPEDE_BACKEND_TIMEOUT` error. The call itself cannot be cancelled (it may sit in a
    * client's offline queue, or a server may answer late), so `onLate` is told its value if it
-   * succeeds after all. A call that throws synchronously rejects.
+   * succeeds after all. A call that throws synchronously rejects. A write of `key` (`operation`
+   * `'set'` or `'commit'`) the server refuses `REFUSED_WRITE_STREAK` (3) times in a row gets one
+   * warning for the cache's life (see `createRefusedWriteWatch`).
    */
   call<T>(
     operation: string,
@@ -55,6 +58,8 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
   const rethrow = (error: unknown): never => {
     throw mapError === undefined ? error : mapError(error);
   };
+  // Writes (on their own, or committed with a lock's release) the server keeps refusing.
+  const refusedWrites = createRefusedWriteWatch(name);
   return {
     name,
     operationTimeout: ms,
@@ -71,6 +76,19 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
         pending = Promise.reject(error);
       }
       if (mapError !== undefined) pending = pending.catch(rethrow);
+      if (key !== undefined && (operation === 'set' || operation === 'commit')) {
+        // Followed to the end, past a time-out too: a refusal that comes late is still one.
+        pending = pending.then(
+          (value) => {
+            refusedWrites.written(key);
+            return value;
+          },
+          (error: unknown) => {
+            refusedWrites.refused(key, error);
+            throw error;
+          },
+        );
+      }
       return raceTimeout(
         pending,
         ms,

@@ -1,10 +1,8 @@
 import { reportWarning } from '@stampede/core/adapter';
+import { createKeyStreaks } from './key-streaks.js';
 
 /** Late reads of one key in a row after which the warning is given. */
 export const SLOW_READ_STREAK = 3;
-
-// Keys whose streak is followed at once; more (every key timing out: an outage) starts over.
-const TRACKED_KEYS = 256;
 
 /** Notices a key whose reads keep answering only after `operationTimeout`. */
 export interface SlowReadWatch {
@@ -29,19 +27,12 @@ function sizeOf(stored: unknown): string {
  * cache's life) names the key, the value's size and how long the read took.
  */
 export function createSlowReadWatch(name: string, operationTimeout: number): SlowReadWatch {
-  const streaks = new Map<string, number>();
+  const streaks = createKeyStreaks(SLOW_READ_STREAK);
   let warned = false;
   return {
     late(key, stored, elapsedMs) {
-      if (warned) return;
-      const streak = (streaks.get(key) ?? 0) + 1;
-      if (streak < SLOW_READ_STREAK) {
-        if (streaks.size >= TRACKED_KEYS && !streaks.has(key)) streaks.clear();
-        streaks.set(key, streak);
-        return;
-      }
+      if (warned || !streaks.add(key)) return;
       warned = true;
-      streaks.clear();
       reportWarning(
         name,
         `stampede: ${SLOW_READ_STREAK} reads in a row of '${key}' in cache '${name}' answered after operationTimeout ` +
@@ -52,7 +43,7 @@ export function createSlowReadWatch(name: string, operationTimeout: number): Slo
       );
     },
     answered(key) {
-      if (streaks.size !== 0) streaks.delete(key);
+      streaks.end(key);
     },
   };
 }

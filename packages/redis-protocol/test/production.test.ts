@@ -1,10 +1,15 @@
 import { onStampedeEvent, type StampedeEvent } from '@stampede/core';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  createOperationRunner,
+  createRefusedWriteWatch,
   createServerAccess,
   createSlowReadWatch,
   evictionRisk,
   isPermissionError,
+  isServerRefusal,
+  REFUSED_WRITE_STREAK,
+  RedisProtocolError,
   SLOW_READ_STREAK,
 } from '../src/index.js';
 
@@ -97,6 +102,103 @@ describe('createSlowReadWatch', () => {
     expect(events[0]).toMatchObject({ type: 'warning', cache: 'slow-test' });
     expect(events[0]?.type === 'warning' && events[0].message).toMatch(/'a'.*35 ms for 2\.0 kB/);
     for (let i = 0; i < 5; i++) watch.late('b', 'x', 40);
+    expect(events).toHaveLength(1);
+  });
+});
+
+describe('isServerRefusal', () => {
+  it('is true for error replies that refuse a write, whatever the client', () => {
+    for (const message of [
+      "OOM command not allowed when used memory > 'maxmemory'.",
+      "OOM command not allowed when used memory > 'maxmemory'. script: f00c, on @user_script:18.",
+      'MISCONF Redis is configured to save RDB snapshots, but it is currently not able to persist on disk.',
+      "READONLY You can't write against a read only replica.",
+      'ERR max request size exceeded, command was: ["evalsha","..."]',
+      'ERR Error running script (call to f_1): @user_script:18: -OOM command not allowed',
+    ]) {
+      expect(isServerRefusal(new Error(message)), message).toBe(true);
+    }
+  });
+
+  it('is false for time-outs, lost connections, passing replies and ACL refusals', () => {
+    for (const message of [
+      'redis set did not answer within 1000ms',
+      "Stream isn't writeable and enableOfflineQueue options is false",
+      'Connection is closed.',
+      'connect ECONNREFUSED 127.0.0.1:6379',
+      'fetch failed',
+      'injected fault: internal server error',
+      'NOSCRIPT No matching script. Please use EVAL.',
+      'MOVED 3999 127.0.0.1:6381',
+      'TRYAGAIN Multiple keys request during rehashing of slot',
+      'CLUSTERDOWN The cluster is down',
+      'LOADING Redis is loading the dataset in memory',
+      'BUSY Redis is busy running a script.',
+      'MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to no.',
+      "NOPERM this user has no permissions to run the 'evalsha' command",
+      "ERR The user executing the script can't run this command or subcommand",
+    ]) {
+      expect(isServerRefusal(new Error(message)), message).toBe(false);
+    }
+    expect(isServerRefusal(undefined)).toBe(false);
+  });
+});
+
+describe('createRefusedWriteWatch', () => {
+  const oom = new Error("OOM command not allowed when used memory > 'maxmemory'.");
+
+  it(`warns once, after ${REFUSED_WRITE_STREAK} refused writes in a row of one key`, () => {
+    const watch = createRefusedWriteWatch('refused-test');
+    watch.refused('a', oom);
+    watch.refused('a', oom);
+    watch.written('a');
+    watch.refused('a', oom);
+    watch.refused('b', oom);
+    // Not refusals: neither end a streak nor add to it.
+    watch.refused('a', new Error('redis set did not answer within 1000ms'));
+    watch.refused('a', new Error('Connection is closed.'));
+    watch.refused('a', oom);
+    expect(events).toEqual([]);
+    watch.refused('a', oom);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'warning', cache: 'refused-test' });
+    expect(events[0]?.type === 'warning' && events[0].message).toMatch(
+      /refused 3 writes in a row of 'a' in cache 'refused-test' \(OOM command not allowed/,
+    );
+    for (let i = 0; i < 5; i++) watch.refused('b', oom);
+    expect(events).toHaveLength(1);
+  });
+
+  it("gives the server's reply without what the client appends (the command, value included)", () => {
+    const watch = createRefusedWriteWatch('refused-upstash');
+    const secret = 'v'.repeat(1_000);
+    const error = new Error(
+      `ERR max request size exceeded, command was: ["evalsha","1",["k"],["${secret}"]]`,
+    );
+    for (let i = 0; i < REFUSED_WRITE_STREAK; i++) watch.refused('k', error);
+    const message = events[0]?.type === 'warning' ? events[0].message : '';
+    expect(message).toContain("'k' in cache 'refused-upstash' (ERR max request size exceeded)");
+    expect(message).not.toContain('command was');
+    expect(message).not.toContain('vvvv');
+  });
+
+  it('the operation runner watches writes and commits, not reads', async () => {
+    const runner = createOperationRunner({
+      name: 'refused-runner',
+      label: 'redis',
+      operationTimeout: 1_000,
+      createError: (code, message, options) => new RedisProtocolError(code, message, options),
+    });
+    const refuse = () => Promise.reject(oom);
+    for (let i = 0; i < REFUSED_WRITE_STREAK; i++) await runner.call('get', 'k', refuse).catch(() => {});
+    await runner.call('set', 'k', refuse).catch(() => {});
+    await runner.call('commit', 'k', refuse).catch(() => {});
+    // An answered write ends the streak.
+    await runner.call('set', 'k', () => Promise.resolve(1));
+    await runner.call('set', 'k', refuse).catch(() => {});
+    await runner.call('commit', 'k', refuse).catch(() => {});
+    expect(events).toEqual([]);
+    await expect(runner.call('set', 'k', refuse)).rejects.toBe(oom);
     expect(events).toHaveLength(1);
   });
 });

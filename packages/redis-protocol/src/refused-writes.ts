@@ -1,0 +1,74 @@
+import { messageOf, reportWarning } from '@stampede/core/adapter';
+import { isPermissionError } from './access.js';
+import { createKeyStreaks } from './key-streaks.js';
+
+/** Writes of one key refused in a row after which the warning is given. */
+export const REFUSED_WRITE_STREAK = 3;
+
+// Replies a client or this package handles on its own, or that pass within seconds (a Cluster
+// resharding, a server loading its data or busy with a script, a replica without its primary).
+const PASSING = new Set([
+  'NOSCRIPT',
+  'MOVED',
+  'ASK',
+  'TRYAGAIN',
+  'CLUSTERDOWN',
+  'LOADING',
+  'BUSY',
+  'MASTERDOWN',
+]);
+
+/**
+ * True for the server's refusal of a write: an error reply (`OOM ...`, `MISCONF ...`, `READONLY ...`,
+ * Upstash's `ERR max request size exceeded`), not a time-out or a lost connection. Replies that pass
+ * on their own (`LOADING`, `MOVED`, ...) and ACL refusals (warned of apart, see `ServerAccess`) are not.
+ */
+export function isServerRefusal(error: unknown): boolean {
+  const code = /^([A-Z][A-Z_]+)\s/.exec(messageOf(error))?.[1];
+  return code !== undefined && !PASSING.has(code) && !isPermissionError(error);
+}
+
+/** Watches the writes of one cache for keys the server refuses to store again and again. */
+export interface RefusedWriteWatch {
+  /** A write of `key` failed with `error`. */
+  refused(key: string, error: unknown): void;
+  /** A write of `key` was answered (stored, or turned down by the never-older guard). */
+  written(key: string): void;
+}
+
+// The reply without what a client appends (@upstash/redis adds the whole command, value included).
+function replyText(error: unknown): string {
+  const message = messageOf(error);
+  const end = message.indexOf(', command was:');
+  const reply = end === -1 ? message : message.slice(0, end);
+  return reply.length > 200 ? `${reply.slice(0, 200)}...` : reply;
+}
+
+/**
+ * The watch of the cache named `name`. A write the server refuses leaves the key uncached: every
+ * call for it misses and runs its fill (on every replica), and each refusal is only a
+ * `backend-error` event. After {@link REFUSED_WRITE_STREAK} refusals in a row for one key, one
+ * warning (for the cache's life) names the key and the server's reply.
+ */
+export function createRefusedWriteWatch(name: string): RefusedWriteWatch {
+  const streaks = createKeyStreaks(REFUSED_WRITE_STREAK);
+  let warned = false;
+  return {
+    refused(key, error) {
+      if (warned || !isServerRefusal(error) || !streaks.add(key)) return;
+      warned = true;
+      reportWarning(
+        name,
+        `stampede: the server refused ${REFUSED_WRITE_STREAK} writes in a row of '${key}' in cache '${name}' ` +
+          `(${replyText(error)}): nothing is stored for this key, so every call for it runs the fill again, on ` +
+          'every replica. Common causes: a full Redis under maxmemory-policy noeviction (OOM), failing ' +
+          'snapshots under stop-writes-on-bgsave-error (MISCONF), a client connected to a read-only replica ' +
+          "(READONLY), a value over the server's request size limit (Upstash: 10 MB); see 'Running Redis for " +
+          "stampede' in @stampede/redis's README.",
+      );
+    },
+    written(key) {
+      streaks.end(key);
+    },
+  };
+}

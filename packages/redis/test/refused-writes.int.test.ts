@@ -1,0 +1,118 @@
+import { type BackendErrorEvent, getOrComputeWith, onStampedeEvent, type WarningEvent } from '@stampede/core';
+import { type RedisServer, randomPrefix, startRedisServer } from '@stampede/test-support';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createRedisCache, type RedisCache } from '../src/index.js';
+
+// A Redis that refuses every write: `noeviction`, holding 3 MB when its `maxmemory` is set to 2 MB
+// (a server of its own). Reads still answer, so each call misses and runs its fill, and each
+// refused write is only a `backend-error` event: the key is never cached, silently, on every replica.
+let full: RedisServer;
+let filler: Redis;
+const clients: Redis[] = [];
+const caches: RedisCache[] = [];
+const warnings: WarningEvent[] = [];
+const writeFaults: BackendErrorEvent[] = [];
+let stopListening: () => void = () => {};
+
+beforeAll(async () => {
+  full = await startRedisServer(['--maxmemory-policy', 'noeviction']);
+  filler = new Redis(full.url);
+  const chunk = 'x'.repeat(16_384);
+  for (let i = 0; i < 192; i++) await filler.set(`filler:${i}`, chunk);
+  // Well over the limit: every write is refused (OOM command not allowed when used memory > 'maxmemory').
+  await filler.config('SET', 'maxmemory', '2mb');
+  await expect(filler.set('probe', '1')).rejects.toThrow(/^OOM /);
+  stopListening = onStampedeEvent((event) => {
+    if (event.type === 'warning') warnings.push(event);
+    if (event.type === 'backend-error' && event.operation === 'set') writeFaults.push(event);
+  });
+});
+
+afterAll(async () => {
+  stopListening();
+  await Promise.all(caches.map((cache) => cache.close()));
+  for (const client of clients) client.disconnect();
+  filler?.disconnect();
+  await full?.stop();
+});
+
+const warningsOf = (name: string) => warnings.filter((warning) => warning.cache === name);
+
+function cacheOn(url: string, name: string, options: { enableOfflineQueue?: boolean } = {}): RedisCache {
+  const client = new Redis(url, { ...options, maxRetriesPerRequest: 0 });
+  client.on('error', () => {});
+  clients.push(client);
+  const cache = createRedisCache({ client, name, prefix: randomPrefix('refused') });
+  caches.push(cache);
+  return cache;
+}
+
+/** `calls` calls of `key` one after another, each write refused before the next call; how many filled. */
+async function callsOf(cache: RedisCache, key: string, calls: number, lock: boolean): Promise<number> {
+  let fills = 0;
+  for (let i = 0; i < calls; i++) {
+    const faults = writeFaults.length;
+    const value = await getOrComputeWith(cache, key, { ttl: '1m', distributedFillLock: lock }, () => {
+      fills++;
+      return { n: i };
+    });
+    expect(value).toEqual({ n: i });
+    // The write goes out after the caller has its value; until it has failed, the fill's flight
+    // answers the next call.
+    await vi.waitFor(() => expect(writeFaults.length).toBe(faults + 1));
+  }
+  return fills;
+}
+
+describe('writes a full noeviction Redis refuses (OOM)', () => {
+  it('three refused writes of one key in a row: one warning naming the key and the reply (write alone)', async () => {
+    const cache = cacheOn(full.url, 'refused-plain');
+    expect(await callsOf(cache, 'hot', 2, false)).toBe(2);
+    expect(warningsOf('refused-plain')).toEqual([]);
+    expect(await callsOf(cache, 'hot', 1, false)).toBe(1);
+    expect(warningsOf('refused-plain')).toHaveLength(1);
+    const message = warningsOf('refused-plain')[0]?.message ?? '';
+    expect(message).toMatch(
+      /refused 3 writes in a row of 'hot' in cache 'refused-plain' \(OOM command not allowed/,
+    );
+    expect(message).toMatch(/every call for it runs the fill again/);
+    // Once for the cache's life.
+    expect(await callsOf(cache, 'hot', 4, false)).toBe(4);
+    expect(warningsOf('refused-plain')).toHaveLength(1);
+  });
+
+  it('the same with the fill lock (the write committed with the release, after a refused lock)', async () => {
+    const cache = cacheOn(full.url, 'refused-locked');
+    expect(await callsOf(cache, 'hot', 3, true)).toBe(3);
+    expect(warningsOf('refused-locked')).toHaveLength(1);
+    expect(warningsOf('refused-locked')[0]?.message).toMatch(/'hot'.*OOM/);
+  });
+
+  it('refused writes of different keys are no streak', async () => {
+    const cache = cacheOn(full.url, 'refused-spread');
+    for (const key of ['a', 'b', 'a', 'b', 'c']) await callsOf(cache, key, 1, false);
+    expect(warningsOf('refused-spread')).toEqual([]);
+  });
+});
+
+describe('writes that fail without a refusal', () => {
+  it('a Redis that is not there: writes fail (no connection), no warning', async () => {
+    const gone = await startRedisServer();
+    const url = gone.url;
+    await gone.stop();
+    const cache = cacheOn(url, 'refused-none', { enableOfflineQueue: false });
+    let fills = 0;
+    for (let i = 0; i < 5; i++) {
+      const faults = writeFaults.length;
+      await getOrComputeWith(cache, 'hot', { ttl: '1m' }, () => {
+        fills++;
+        return i;
+      });
+      // Until its write has failed, the fill's flight answers the next call.
+      await vi.waitFor(() => expect(writeFaults.length).toBe(faults + 1));
+    }
+    expect(fills).toBe(5);
+    expect(warningsOf('refused-none')).toEqual([]);
+  });
+});
