@@ -1,28 +1,33 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-/** Bodies larger than this are refused with 413 (Upstash's own limit is in the megabytes too). */
-export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+/**
+ * The largest request body served by default, as Upstash's databases on the free and pay-as-you-go
+ * plans (10 MB); a larger one gets Upstash's answer, `ERR max request size exceeded`.
+ */
+export const MAX_BODY_BYTES = 10 * 1024 * 1024;
 
-/** A body over {@link MAX_BODY_BYTES}. */
+/** A body over the server's limit. */
 export class BodyTooLargeError extends Error {
   override readonly name = 'BodyTooLargeError';
 }
 
-/** Reads the whole request body as UTF-8 text. */
-export function readBody(req: IncomingMessage): Promise<string> {
+/**
+ * Reads the whole request body as UTF-8 text; a body over `limit` bytes rejects with
+ * {@link BodyTooLargeError} once all of it has arrived (the client is still reading an answer).
+ */
+export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new BodyTooLargeError(`request body larger than ${MAX_BODY_BYTES} bytes`));
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
+      // Past the limit the rest is read and dropped, so that the answer reaches the client.
+      if (size <= limit) chunks.push(chunk);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => {
+      if (size > limit) reject(new BodyTooLargeError('ERR max request size exceeded'));
+      else resolve(Buffer.concat(chunks).toString('utf8'));
+    });
     req.on('error', reject);
   });
 }

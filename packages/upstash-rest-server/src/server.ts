@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { BadCommandError, parseBatch, parseCommand } from './command.js';
 import { ConnectionPool } from './connection-pool.js';
 import { FAULTS, type Fault } from './fault.js';
-import { BodyTooLargeError, readBody, sendError, sendJson } from './http-io.js';
+import { BodyTooLargeError, MAX_BODY_BYTES, readBody, sendError, sendJson } from './http-io.js';
 import { errorText, isRedisReplyError } from './redis-reply.js';
 import { type ResultEncoding, respToJson } from './resp-to-json.js';
 import { serveSubscription } from './subscribe.js';
@@ -21,6 +21,12 @@ export interface UpstashRestServerOptions {
   port?: number | undefined;
   /** A path prefix the API lives under, e.g. `/v1/db`; the returned `url` includes it. @default '' */
   basePath?: string | undefined;
+  /**
+   * The largest request body, in bytes; a larger one is answered 400 with Upstash's
+   * `ERR max request size exceeded` (the client throws an `UpstashError`).
+   * @default 10 MB (`MAX_BODY_BYTES`, Upstash's free and pay-as-you-go limit)
+   */
+  maxRequestBytes?: number | undefined;
 }
 
 /** Counters of what the server has served, for tests. */
@@ -83,6 +89,7 @@ function randomToken(): string {
 export async function startUpstashRestServer(options: UpstashRestServerOptions): Promise<UpstashRestServer> {
   const token = options.token ?? randomToken();
   const basePath = normaliseBasePath(options.basePath);
+  const maxRequestBytes = options.maxRequestBytes ?? MAX_BODY_BYTES;
   const redis = new Redis(options.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   await redis.connect();
   const pool = new ConnectionPool(redis);
@@ -125,9 +132,9 @@ export async function startUpstashRestServer(options: UpstashRestServerOptions):
     }
     let body: unknown;
     try {
-      body = JSON.parse(await readBody(req));
+      body = JSON.parse(await readBody(req, maxRequestBytes));
     } catch (error) {
-      if (error instanceof BodyTooLargeError) sendError(res, 413, error.message);
+      if (error instanceof BodyTooLargeError) sendError(res, 400, error.message);
       else sendError(res, 400, `ERR the body is not valid JSON: ${errorText(error)}`);
       return;
     }
