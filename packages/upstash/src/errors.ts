@@ -34,3 +34,29 @@ export class UpstashCacheError extends RedisProtocolError {
 export function isUpstashCacheError(error: unknown): error is UpstashCacheError {
   return error instanceof UpstashCacheError || hasRedisProtocolErrorShape(error, NAME);
 }
+
+const COMMAND_WAS = ', command was: ';
+
+/**
+ * Takes the command's arguments out of an `@upstash/redis` error: its message ends with the whole
+ * command as JSON (`ERR ..., command was: ["evalsha", ..., "<the value>"]`), so a cached value
+ * (megabytes, or personal data) would reach every `backend-error` event and log line. Keeps the
+ * server's reply and the command's name, in the message and the stack. The error is changed in
+ * place (it is the client's own, made for this call) and returned.
+ */
+export function redactCommand(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  const original = error.message;
+  const at = original.indexOf(COMMAND_WAS);
+  if (at === -1) return error;
+  // One command (`["evalsha", ...]`) or a pipeline's (`[["evalsha", ...], ...]`): the first name.
+  const name = /^[[\s]*"([^"]*)"/.exec(original.slice(at + COMMAND_WAS.length))?.[1];
+  const message = `${original.slice(0, at)}${COMMAND_WAS}${name === undefined ? '' : `${name} `}[redacted]`;
+  try {
+    error.message = message;
+    if (typeof error.stack === 'string') error.stack = error.stack.replace(original, () => message);
+  } catch {
+    // A frozen error keeps its message: nothing better can be done without losing the error.
+  }
+  return error;
+}

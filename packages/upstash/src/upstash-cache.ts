@@ -18,7 +18,7 @@ import {
 } from '@stampede/redis-protocol';
 import { createUpstashBus } from './bus.js';
 import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
-import { UpstashCacheError } from './errors.js';
+import { redactCommand, UpstashCacheError } from './errors.js';
 import { listenForFillDone } from './push-wake-up.js';
 
 /** Options of {@link createUpstashCache}. */
@@ -160,6 +160,7 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     label: 'upstash',
     operationTimeout,
     createError,
+    mapError: redactCommand,
     waitUntil,
   });
   const context = createRedisProtocolContext(

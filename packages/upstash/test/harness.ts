@@ -1,5 +1,9 @@
 import { randomPrefix, testRedis } from '@stampede/test-support';
-import { startUpstashRestServer, type UpstashRestServer } from '@stampede/upstash-rest-server';
+import {
+  startUpstashRestServer,
+  type UpstashRestServer,
+  type UpstashRestServerOptions,
+} from '@stampede/upstash-rest-server';
 import { Redis } from '@upstash/redis';
 
 /** How a test client talks to the REST server. */
@@ -33,9 +37,12 @@ export function upstashClient(url: string, token: string, mode: ClientMode = {})
   });
 }
 
-export async function startHarness(label: string): Promise<Harness> {
+export async function startHarness(
+  label: string,
+  serverOptions: Omit<UpstashRestServerOptions, 'redisUrl'> = {},
+): Promise<Harness> {
   const { url } = await testRedis();
-  const server = await startUpstashRestServer({ redisUrl: url });
+  const server = await startUpstashRestServer({ ...serverOptions, redisUrl: url });
   const prefix = randomPrefix(label);
   let count = 0;
   return {
