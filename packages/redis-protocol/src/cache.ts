@@ -194,11 +194,13 @@ export function createRedisProtocolCache(
     try {
       return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct, renews });
     } catch (cause) {
-      throw createError(
+      const error = createError(
         'E_STAMPEDE_BACKEND_ENCODE',
         `cannot serialise the value of '${key}' (not stored): ${messageOf(cause)}`,
         { key, cause },
       );
+      operations.unserialisable(key, error);
+      throw error;
     }
   };
   // Once the clock is measured the arguments are ready in the same tick, so the write goes out

@@ -46,6 +46,12 @@ export interface OperationRunner {
     command: () => Promise<T>,
     onLate?: (value: T) => void,
   ): Promise<T>;
+  /**
+   * A value of `key` could not be serialised, so its write was never sent: counted toward the
+   * key's streak of unstored writes (see `createRefusedWriteWatch`). The fault itself reaches the
+   * core as the write's rejection.
+   */
+  unserialisable(key: string, error: unknown): void;
   /** Counts a fault the core cannot see (decode, encode, publish, subscribe) and emits its event. */
   report(operation: BackendOperation, key: string | undefined, error: unknown): void;
   /** Hands `request` to the platform's `waitUntil` (when given) so it outlives the response. */
@@ -98,6 +104,9 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
           }),
         onLate,
       );
+    },
+    unserialisable(key, error) {
+      refusedWrites.unserialisable(key, error);
     },
     report(operation, key, error) {
       reportBackendError(name, operation, key, mapError === undefined ? error : mapError(error));

@@ -28,10 +28,12 @@ export function isServerRefusal(error: unknown): boolean {
   return code !== undefined && !PASSING.has(code) && !isPermissionError(error);
 }
 
-/** Watches the writes of one cache for keys the server refuses to store again and again. */
+/** Watches the writes of one cache for keys that are never stored, call after call. */
 export interface RefusedWriteWatch {
-  /** A write of `key` failed with `error`. */
+  /** A write of `key` failed with `error` (counted when it is a {@link isServerRefusal}). */
   refused(key: string, error: unknown): void;
+  /** A value of `key` could not be serialised (`error`), so nothing was sent. */
+  unserialisable(key: string, error: unknown): void;
   /** A write of `key` was answered (stored, or turned down by the never-older guard). */
   written(key: string): void;
 }
@@ -44,31 +46,48 @@ function replyText(error: unknown): string {
   return reply.length > 200 ? `${reply.slice(0, 200)}...` : reply;
 }
 
+const NEVER_STORED =
+  'nothing is stored for this key, so every call for it runs the fill again, on every replica.';
+
 /**
- * The watch of the cache named `name`. A write the server refuses leaves the key uncached: every
- * call for it misses and runs its fill (on every replica), and each refusal is only a
- * `backend-error` event. After {@link REFUSED_WRITE_STREAK} refusals in a row for one key, one
- * warning (for the cache's life) names the key and the server's reply.
+ * The watch of the cache named `name`. A write the server refuses, or a value the serializer
+ * cannot carry, leaves the key uncached: every call for it misses and runs its fill (on every
+ * replica), and each failure is only a `backend-error` event. After {@link REFUSED_WRITE_STREAK}
+ * such writes in a row for one key, one warning (for the cache's life, one for refusals and one
+ * for values) names the key and the reason.
  */
 export function createRefusedWriteWatch(name: string): RefusedWriteWatch {
-  const streaks = createKeyStreaks(REFUSED_WRITE_STREAK);
-  let warned = false;
+  const refusals = createKeyStreaks(REFUSED_WRITE_STREAK);
+  const unserialisable = createKeyStreaks(REFUSED_WRITE_STREAK);
+  let warnedRefused = false;
+  let warnedUnserialisable = false;
   return {
     refused(key, error) {
-      if (warned || !isServerRefusal(error) || !streaks.add(key)) return;
-      warned = true;
+      if (warnedRefused || !isServerRefusal(error) || !refusals.add(key)) return;
+      warnedRefused = true;
       reportWarning(
         name,
         `stampede: the server refused ${REFUSED_WRITE_STREAK} writes in a row of '${key}' in cache '${name}' ` +
-          `(${replyText(error)}): nothing is stored for this key, so every call for it runs the fill again, on ` +
-          'every replica. Common causes: a full Redis under maxmemory-policy noeviction (OOM), failing ' +
-          'snapshots under stop-writes-on-bgsave-error (MISCONF), a client connected to a read-only replica ' +
-          "(READONLY), a value over the server's request size limit (Upstash: 10 MB); see 'Running Redis for " +
-          "stampede' in @stampede/redis's README.",
+          `(${replyText(error)}): ${NEVER_STORED} Common causes: a full Redis under maxmemory-policy ` +
+          'noeviction (OOM), failing snapshots under stop-writes-on-bgsave-error (MISCONF), a client ' +
+          "connected to a read-only replica (READONLY), a value over the server's request size limit " +
+          "(Upstash: 10 MB); see 'Running Redis for stampede' in @stampede/redis's README.",
+      );
+    },
+    unserialisable(key, error) {
+      if (warnedUnserialisable || !unserialisable.add(key)) return;
+      warnedUnserialisable = true;
+      const cause = error instanceof Error && error.cause !== undefined ? error.cause : error;
+      reportWarning(
+        name,
+        `stampede: ${REFUSED_WRITE_STREAK} values in a row of '${key}' in cache '${name}' could not be ` +
+          `serialised (${replyText(cause)}): ${NEVER_STORED} Return values the serializer carries ` +
+          '(under JSON: no BigInt, no cycles), or pass a serializer that carries them (superjson, devalue).',
       );
     },
     written(key) {
-      streaks.end(key);
+      refusals.end(key);
+      unserialisable.end(key);
     },
   };
 }

@@ -182,6 +182,28 @@ describe('createRefusedWriteWatch', () => {
     expect(message).not.toContain('vvvv');
   });
 
+  it('values that cannot be serialised: their own streak and warning, ended by a write', () => {
+    const watch = createRefusedWriteWatch('unserialisable-test');
+    const bigint = new Error("cannot serialise the value of 'a' (not stored)", {
+      cause: new TypeError('Do not know how to serialize a BigInt'),
+    });
+    watch.unserialisable('a', bigint);
+    watch.unserialisable('a', bigint);
+    watch.written('a');
+    watch.unserialisable('a', bigint);
+    // A refusal is another streak.
+    watch.refused('a', oom);
+    watch.unserialisable('a', bigint);
+    expect(events).toEqual([]);
+    watch.unserialisable('a', bigint);
+    expect(events).toHaveLength(1);
+    expect(events[0]?.type === 'warning' && events[0].message).toMatch(
+      /3 values in a row of 'a' in cache 'unserialisable-test' could not be serialised \(Do not know how to serialize a BigInt\)/,
+    );
+    for (let i = 0; i < 3; i++) watch.refused('a', oom);
+    expect(events).toHaveLength(2);
+  });
+
   it('the operation runner watches writes and commits, not reads', async () => {
     const runner = createOperationRunner({
       name: 'refused-runner',

@@ -1,5 +1,5 @@
 import { type BackendErrorEvent, getOrComputeWith, onStampedeEvent, type WarningEvent } from '@stampede/core';
-import { type RedisServer, randomPrefix, startRedisServer } from '@stampede/test-support';
+import { type RedisServer, randomPrefix, startRedisServer, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, type RedisCache } from '../src/index.js';
@@ -114,5 +114,28 @@ describe('writes that fail without a refusal', () => {
     }
     expect(fills).toBe(5);
     expect(warningsOf('refused-none')).toEqual([]);
+  });
+});
+
+describe('values the serializer cannot carry', () => {
+  it('a fill that returns a BigInt three times in a row: one warning naming the key and the cause', async () => {
+    const cache = cacheOn((await testRedis()).url, 'unserialisable');
+    for (let i = 0; i < 3; i++) {
+      const faults = writeFaults.length;
+      // The callers get the value as it is; the write is refused before it is sent.
+      expect(await getOrComputeWith(cache, 'row', { ttl: '1m' }, () => ({ id: BigInt(i) }))).toEqual({
+        id: BigInt(i),
+      });
+      await vi.waitFor(() => expect(writeFaults.length).toBe(faults + 1));
+      expect(writeFaults.at(-1)?.error).toMatchObject({ code: 'E_STAMPEDE_BACKEND_ENCODE' });
+    }
+    const warned = warningsOf('unserialisable');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]?.message).toMatch(
+      /3 values in a row of 'row' in cache 'unserialisable' could not be serialised \(.*BigInt/,
+    );
+    // A value it carries is stored as usual.
+    await getOrComputeWith(cache, 'row', { ttl: '1m' }, () => ({ id: 1 }));
+    await vi.waitFor(async () => expect((await cache.get('row'))?.value).toEqual({ id: 1 }));
   });
 });
