@@ -41,16 +41,19 @@ const COMMAND_WAS = ', command was: ';
  * Takes the command's arguments out of an `@upstash/redis` error: its message ends with the whole
  * command as JSON (`ERR ..., command was: ["evalsha", ..., "<the value>"]`), so a cached value
  * (megabytes, or personal data) would reach every `backend-error` event and log line. Keeps the
- * server's reply and the command's name, in the message and the stack. The error is changed in
- * place (it is the client's own, made for this call) and returned.
+ * server's reply and the (first) command's name, in the message and the stack. The error is changed
+ * in place (it is the client's own, made for this call or its pipeline) and returned; one already
+ * redacted is returned as it is.
  */
 export function redactCommand(error: unknown): unknown {
   if (!(error instanceof Error)) return error;
   const original = error.message;
   const at = original.indexOf(COMMAND_WAS);
-  if (at === -1) return error;
+  const command = original.slice(at + COMMAND_WAS.length);
+  // Not the client's JSON (an error redacted already: a pipeline's commands share one).
+  if (at === -1 || !command.startsWith('[')) return error;
   // One command (`["evalsha", ...]`) or a pipeline's (`[["evalsha", ...], ...]`): the first name.
-  const name = /^[[\s]*"([^"]*)"/.exec(original.slice(at + COMMAND_WAS.length))?.[1];
+  const name = /^[[\s]*"([^"]*)"/.exec(command)?.[1];
   const message = `${original.slice(0, at)}${COMMAND_WAS}${name === undefined ? '' : `${name} `}[redacted]`;
   try {
     error.message = message;

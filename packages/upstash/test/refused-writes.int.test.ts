@@ -47,7 +47,8 @@ it('a value over the request size limit, refused three times in a row: one warni
   expect(fills).toBe(4);
   // The client's error carries the whole command, value included: the event has its name only.
   const fault = writeFaults.at(-1)?.error as Error;
-  expect(fault.message).toBe('ERR max request size exceeded, command was: evalsha [redacted]');
+  // (The name is the first command of the request: with auto-pipelining, maybe another one.)
+  expect(fault.message).toMatch(/^ERR max request size exceeded, command was: [a-z]+ \[redacted\]$/);
   expect(`${fault.stack} ${JSON.stringify(writeFaults)}`).not.toContain('vvvv');
   const warned = warnings.filter((warning) => warning.cache === 'upstash-refused');
   expect(warned).toHaveLength(1);
