@@ -149,3 +149,44 @@ describe('node-redis on a Redis that refuses writes', () => {
     }
   });
 });
+
+describe('node-redis as a user without channels (the default for a new user on Redis 7)', () => {
+  it('the refused SUBSCRIBE gets one warning; the lock still holds a herd to one fill', async () => {
+    const admin = observe(locks.url);
+    await admin.call('ACL', 'SETUSER', 'nr-nochannels', 'on', '>pw', '~*', 'resetchannels', '+@all');
+    const replicas: NodeRedisCache[] = [];
+    const prefix = randomPrefix('nr-nochannels');
+    for (const name of ['nr-nochannels-a', 'nr-nochannels-b']) {
+      const cache = createNodeRedisCache({
+        client: await connected(locks.url.replace('redis://', 'redis://nr-nochannels:pw@')),
+        name,
+        prefix,
+      });
+      closers.push(() => cache.close());
+      replicas.push(cache);
+    }
+    const names = replicas.map((cache) => cache.name);
+    let fills = 0;
+    await Promise.all(
+      replicas.flatMap((cache) =>
+        Array.from({ length: 10 }, () =>
+          getOrComputeWith(cache, 'herd', { ttl: 60_000, distributedFillLock: true }, async () => {
+            fills++;
+            await new Promise((resolve) => setTimeout(resolve, 100));
+            return 1;
+          }),
+        ),
+      ),
+    );
+    expect(fills).toBe(1);
+    // The replica that lost the lock subscribed to the holder's announcement (refused): one warning,
+    // for that cache; the holder never waited.
+    const refused = () =>
+      warnings.filter(
+        (warning) => names.includes(warning.cache) && /refused to SUBSCRIBE/.test(warning.message),
+      );
+    await waitFor(() => refused().length > 0, { message: 'the SUBSCRIBE warning' });
+    expect(refused()).toHaveLength(1);
+    expect(refused()[0]?.message).toMatch(/NOPERM.*they poll/);
+  });
+});

@@ -22,6 +22,11 @@ export interface ServerAccess {
   scriptFailed(error: unknown): void;
   /** Turns `publish` off after a refused announcement (warning once). */
   publishRefused(error: unknown): void;
+  /**
+   * Looks at a failure of the script that reads `TIME`: a permission refusal gets one warning (the
+   * times stored are then the replica's own clock); scripting stays on.
+   */
+  timeFailed(error: unknown): void;
 }
 
 /**
@@ -41,6 +46,7 @@ const ACL_HINT =
 export function createServerAccess(name: string): ServerAccess {
   let scripts = true;
   let publish = true;
+  let timeRefused = false;
   return {
     get scripts() {
       return scripts;
@@ -58,6 +64,17 @@ export function createServerAccess(name: string): ServerAccess {
           `the fill lock, so protection is in-process only (one fill per process, not per fleet); ${ACL_HINT}.`,
       );
     },
+    timeFailed(error) {
+      if (timeRefused || !isPermissionError(error)) return;
+      timeRefused = true;
+      reportWarning(
+        name,
+        `stampede: Redis refused TIME to cache '${name}' (${messageOf(error)}). The times the cache stores ` +
+          "(an entry's createdAt and freshness, a delete's tombstone, a tag's invalidation) are then this " +
+          "replica's own clock: replicas whose clocks disagree may order a fill and a delete wrongly, or keep " +
+          `a value fresh longer. Allow TIME (+time; it is in no category but @fast); ${ACL_HINT}.`,
+      );
+    },
     publishRefused(error) {
       if (!publish) return;
       publish = false;
@@ -66,6 +83,48 @@ export function createServerAccess(name: string): ServerAccess {
         `stampede: Redis refused to PUBLISH the end of a fill of cache '${name}' (${messageOf(error)}). The lock ` +
           "is still released, but waiting replicas are not woken: they poll (lockPollInterval). Allow PUBLISH on the prefix's channels; " +
           `${ACL_HINT}.`,
+      );
+    },
+  };
+}
+
+/** Notices Redis refusing the cache's pub/sub by ACL: SUBSCRIBE, or PUBLISH on the invalidation bus. */
+export interface ChannelRefusalWatch {
+  /** `operation` failed with `error` (a warning, once per kind, when it is a permission refusal). */
+  failed(operation: 'subscribe' | 'publish', error: unknown): void;
+}
+
+/**
+ * The watch of the cache named `name`. A user without access to the prefix's channels (Redis 7
+ * gives a new user none: `acl-pubsub-default resetchannels`) loses push wake-up and, worse, a tiered
+ * cache's coherence: each refusal was only a `backend-error` event. Now one warning per kind.
+ */
+export function createChannelRefusalWatch(name: string): ChannelRefusalWatch {
+  let subscribe = false;
+  let publish = false;
+  return {
+    failed(operation, error) {
+      if (!isPermissionError(error)) return;
+      if (operation === 'subscribe') {
+        if (subscribe) return;
+        subscribe = true;
+        reportWarning(
+          name,
+          `stampede: Redis refused to SUBSCRIBE for cache '${name}' (${messageOf(error)}). Lock waiters are ` +
+            'not woken when a fill ends (they poll, lockPollInterval), and a tiered cache does not hear ' +
+            "other replicas' writes and deletes: its local copies serve old values until localTtl. Allow " +
+            `SUBSCRIBE and PUBLISH on the prefix's channels (&<prefix>*); ${ACL_HINT}.`,
+        );
+        return;
+      }
+      if (publish) return;
+      publish = true;
+      reportWarning(
+        name,
+        `stampede: Redis refused to PUBLISH on the invalidation bus of cache '${name}' (${messageOf(error)}). ` +
+          "Other replicas' tiered caches do not hear this replica's writes and deletes: their local copies " +
+          "serve old values until localTtl. Allow PUBLISH and SUBSCRIBE on the prefix's channels " +
+          `(&<prefix>*); ${ACL_HINT}.`,
       );
     },
   };

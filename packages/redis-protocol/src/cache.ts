@@ -136,6 +136,9 @@ export function createRedisProtocolCache(
     operations.call('time', undefined, () => runScript(TIME_SCRIPT, [], [])),
   );
   const slowReads = createSlowReadWatch(operations.name, operations.operationTimeout);
+  // The server's time as this process estimates it (its own clock before a measurement): what a
+  // delete or a tag invalidation records when the user may not run TIME.
+  const serverNow = (): string => String(Math.round(Date.now() + (clock.offset ?? 0)));
 
   // In a Cluster, the read script may touch the tags' keys only when they share the entry's slot.
   const tagsApart = client.cluster === true && !prefixPinsSlot(prefix);
@@ -256,7 +259,7 @@ export function createRedisProtocolCache(
     async delete(key) {
       await operations.keepAlive(
         operations.call('delete', key, () =>
-          runScript(DELETE_SCRIPT, [remoteKeys(prefix, key).value], [pxArgument(tombstoneTtl)]),
+          runScript(DELETE_SCRIPT, [remoteKeys(prefix, key).value], [pxArgument(tombstoneTtl), serverNow()]),
         ),
       );
     },
@@ -314,7 +317,7 @@ export function createRedisProtocolCache(
         Promise.all(
           tags.map((tag) =>
             operations.call('tags', undefined, () =>
-              runScript(INVALIDATE_TAGS_SCRIPT, [tagKey(prefix, tag)], []),
+              runScript(INVALIDATE_TAGS_SCRIPT, [tagKey(prefix, tag)], [serverNow()]),
             ),
           ),
         ),

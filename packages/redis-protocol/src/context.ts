@@ -37,7 +37,8 @@ function watched(runner: ScriptRunner, access: ServerAccess): ScriptRunner {
       return await runner(script, keys, args);
     } catch (error) {
       const announcing = script.announcement !== undefined && (args[script.announcement] ?? '') !== '';
-      if (!announcing) access.scriptFailed(error);
+      if (script.timeOnly === true) access.timeFailed(error);
+      else if (!announcing) access.scriptFailed(error);
       throw error;
     }
   };

@@ -1,4 +1,10 @@
-export { createServerAccess, isPermissionError, type ServerAccess } from './access.js';
+export {
+  type ChannelRefusalWatch,
+  createChannelRefusalWatch,
+  createServerAccess,
+  isPermissionError,
+  type ServerAccess,
+} from './access.js';
 export {
   createRedisProtocolCache,
   type RedisProtocolCache,

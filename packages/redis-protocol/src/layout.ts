@@ -288,18 +288,26 @@ return 1
 `.trim();
 
 // Redis before 5 refuses a write after a non-deterministic command (TIME) in a script unless the
-// script asks for effects replication; from 5 on that is the default and the call is a no-op.
-const AFTER_TIME =
-  "if redis.replicate_commands then redis.replicate_commands() end\nlocal t = redis.call('TIME')";
+// script asks for effects replication; from 5 on that is the default and the call is a no-op. TIME
+// is called with `pcall`: a user whose ACL lacks it (it is in no category but @fast, so
+// `+@read +@write +@scripting` leaves it out) gets the caller's estimate of the server's time,
+// ARGV[n], instead of a failed delete.
+const serverTimeOr = (argv: number) =>
+  `if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.pcall('TIME')
+local now
+if t.err then now = tonumber(ARGV[${argv}]) else now = t[1] * 1000 + math.floor(t[2] / 1000) end
+if not now then return redis.error_reply('ERR TIME refused and no time given in ARGV[${argv}]') end`;
 
 /**
- * Lua: KEYS[1] value key; ARGV[1] PX (the tombstone's TTL). Replaces the entry with a tombstone
+ * Lua: KEYS[1] value key; ARGV[1] PX (the tombstone's TTL); ARGV[2] the caller's estimate of the
+ * server's time in ms, used only when `TIME` is refused. Replaces the entry with a tombstone
  * holding the Redis server's time (`TIME`, in ms), so the write guard compares a fill's start with
  * the deletion on one clock, the server's, whatever the replicas' clocks say.
  */
 export const DELETE_LUA = `
-${AFTER_TIME}
-redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)), 'PX', ARGV[1])
+${serverTimeOr(2)}
+redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', now), 'PX', ARGV[1])
 return 1
 `.trim();
 
@@ -333,12 +341,12 @@ return v
 export const NO_WRITES = '#!lua flags=no-writes\n';
 
 /**
- * Lua: KEYS the tags' keys ({@link tagKey}). Records Redis's time (ms) as each tag's invalidation
- * time, never moving one back; returns that time. Entries are compared with it on read.
+ * Lua: KEYS the tags' keys ({@link tagKey}); ARGV[1] the caller's estimate of the server's time in
+ * ms, used only when `TIME` is refused. Records Redis's time (ms) as each tag's invalidation time,
+ * never moving one back; returns that time. Entries are compared with it on read.
  */
 export const INVALIDATE_TAGS_LUA = `
-${AFTER_TIME}
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+${serverTimeOr(1)}
 local text = string.format('%.0f', now)
 for _, k in ipairs(KEYS) do
   local at = tonumber(redis.call('GET', k))

@@ -1,4 +1,5 @@
 import { type BackendOperation, raceTimeout, reportBackendError } from '@stampede/core/adapter';
+import { createChannelRefusalWatch } from './access.js';
 import type { RedisProtocolErrorFactory } from './errors.js';
 import { createRefusedWriteWatch } from './refused-writes.js';
 
@@ -66,6 +67,8 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
   };
   // Writes (on their own, or committed with a lock's release) the server keeps refusing.
   const refusedWrites = createRefusedWriteWatch(name);
+  // Pub/sub the ACL refuses: SUBSCRIBE (push wake-up, the bus), PUBLISH on the bus.
+  const channels = createChannelRefusalWatch(name);
   return {
     name,
     operationTimeout: ms,
@@ -95,6 +98,12 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
           },
         );
       }
+      if (operation === 'publish' || operation === 'subscribe') {
+        pending = pending.catch((error: unknown) => {
+          channels.failed(operation, error);
+          throw error;
+        });
+      }
       return raceTimeout(
         pending,
         ms,
@@ -109,6 +118,7 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
       refusedWrites.unserialisable(key, error);
     },
     report(operation, key, error) {
+      if (operation === 'subscribe') channels.failed('subscribe', error);
       reportBackendError(name, operation, key, mapError === undefined ? error : mapError(error));
     },
     keepAlive(request) {

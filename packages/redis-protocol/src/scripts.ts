@@ -24,6 +24,12 @@ export interface LuaScript {
    * not taken as a refusal of scripts.
    */
   readonly announcement?: number | undefined;
+  /**
+   * True for the script that only reads `TIME`: its refusal may be of `TIME` alone (outside every
+   * ACL category but @fast), which says nothing of the scripts that store and lock, so it is not
+   * taken as a refusal of scripts either.
+   */
+  readonly timeOnly?: boolean | undefined;
 }
 
 /** Refuses a write older than the stored entry or tombstone ({@link WRITE_GUARD_LUA}). */
@@ -42,7 +48,7 @@ export const GET_SCRIPT_WITHOUT_FLAGS: LuaScript = { source: TAGGED_GET_LUA };
 export const INVALIDATE_TAGS_SCRIPT: LuaScript = { source: INVALIDATE_TAGS_LUA };
 
 /** Redis's time in ms, to measure this process's clock offset ({@link SERVER_TIME_LUA}). */
-export const TIME_SCRIPT: LuaScript = { source: SERVER_TIME_LUA };
+export const TIME_SCRIPT: LuaScript = { source: SERVER_TIME_LUA, timeOnly: true };
 
 /** Releases an owned lock and announces the outcome in the same script ({@link RELEASE_LOCK_LUA}). */
 export const RELEASE_SCRIPT: LuaScript = { source: RELEASE_LOCK_LUA, announcement: 1 };

@@ -1,6 +1,7 @@
 import { onStampedeEvent, type StampedeEvent } from '@stampede/core';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  createChannelRefusalWatch,
   createOperationRunner,
   createRefusedWriteWatch,
   createServerAccess,
@@ -222,5 +223,42 @@ describe('createRefusedWriteWatch', () => {
     expect(events).toEqual([]);
     await expect(runner.call('set', 'k', refuse)).rejects.toBe(oom);
     expect(events).toHaveLength(1);
+  });
+});
+
+describe('createChannelRefusalWatch', () => {
+  it('one warning per kind, for permission refusals only', () => {
+    const watch = createChannelRefusalWatch('channels-test');
+    watch.failed('subscribe', new Error('Connection is closed.'));
+    watch.failed('publish', new Error('redis publish did not answer within 1000ms'));
+    expect(events).toEqual([]);
+    const noperm = new Error(
+      'NOPERM this user has no permissions to access one of the channels used as arguments',
+    );
+    watch.failed('subscribe', noperm);
+    watch.failed('subscribe', noperm);
+    expect(events).toHaveLength(1);
+    expect(events[0]?.type === 'warning' && events[0].message).toMatch(
+      /refused to SUBSCRIBE for cache 'channels-test' \(NOPERM/,
+    );
+    watch.failed('publish', noperm);
+    watch.failed('publish', noperm);
+    expect(events).toHaveLength(2);
+    expect(events[1]?.type === 'warning' && events[1].message).toMatch(/PUBLISH on the invalidation bus/);
+  });
+
+  it('the operation runner watches publish calls and reported subscribe faults', async () => {
+    const runner = createOperationRunner({
+      name: 'channels-runner',
+      label: 'redis',
+      operationTimeout: 1_000,
+      createError: (code, message, options) => new RedisProtocolError(code, message, options),
+    });
+    const noperm = new Error(
+      'NOPERM this user has no permissions to access one of the channels used as arguments',
+    );
+    await expect(runner.call('publish', undefined, () => Promise.reject(noperm))).rejects.toBe(noperm);
+    runner.report('subscribe', 'k', noperm);
+    expect(events.filter((event) => event.type === 'warning')).toHaveLength(2);
   });
 });

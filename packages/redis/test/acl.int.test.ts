@@ -1,11 +1,15 @@
 import { readFileSync } from 'node:fs';
 import {
+  createTieredCache,
   getOrComputeWith,
+  invalidate,
+  invalidateTag,
   onStampedeEvent,
   type StampedeEvent,
   statsByCache,
   type WarningEvent,
 } from '@stampede/core';
+import { createMemoryCache } from '@stampede/memory';
 import { type RedisServer, startRedisServer } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +33,10 @@ beforeAll(async () => {
   const users: Record<string, string[]> = {
     noscripts: ['on', '>pw', '~*', '&*', '+@all', '-eval', '-evalsha', '-eval_ro', '-evalsha_ro'],
     nopublish: ['on', '>pw', '~*', '&*', '+@all', '-publish'],
+    // What Redis 7 gives a new user by default (acl-pubsub-default resetchannels): no channel at all.
+    nochannels: ['on', '>pw', '~*', 'resetchannels', '+@all'],
+    // Granted by category: TIME is in none of them (only @fast).
+    categories: ['on', '>pw', '~*', '&*', '+@read', '+@write', '+@scripting', '+@pubsub', '+@connection'],
   };
   for (const [user, rules] of Object.entries(users)) await admin.call('ACL', 'SETUSER', user, ...rules);
   if (DOCUMENTED !== undefined) {
@@ -129,6 +137,66 @@ describe('a Redis user without PUBLISH', () => {
       expect(typeof cache.tryAcquireFillLock).toBe('function');
     }
     for (const key of keys) expect(await admin.exists(redisKeys('stampede:', key).lock)).toBe(0);
+  });
+});
+
+describe('a Redis user granted by category (+@read +@write +@scripting +@pubsub): no TIME', () => {
+  it('one warning about TIME per cache; scripts, the lock, deletes and tag invalidations still work', async () => {
+    const replicas = [cacheAs('categories', 'acl-categories-a'), cacheAs('categories', 'acl-categories-b')];
+    const options = { ttl: 60_000, distributedFillLock: true };
+    const herd = await herdOn(replicas, 'by-category', options);
+    expect(herd.fills).toBe(1);
+    const [a, b] = replicas as [RedisCache, RedisCache];
+    expect(a.tryAcquireFillLock).toBeDefined();
+    // A delete (a tombstone on the replica's own clock) is seen by the other replica.
+    await invalidate(a, 'by-category');
+    let refills = 0;
+    await getOrComputeWith(b, 'by-category', options, () => ++refills);
+    expect(refills).toBe(1);
+    // So is a tag invalidation.
+    const tagged = { ttl: 60_000, tags: ['t-categories'] };
+    await getOrComputeWith(a, 'tagged', tagged, () => 'old');
+    await invalidateTag(a, 't-categories');
+    expect(await getOrComputeWith(b, 'tagged', tagged, () => 'new')).toBe('new');
+    for (const cache of replicas) {
+      const messages = warningsOf(cache.name).map((w) => w.message);
+      expect(messages.filter((m) => /refused TIME/.test(m))).toHaveLength(1);
+      expect(messages.find((m) => /refused TIME/.test(m))).toMatch(/own clock.*\+time/);
+      expect(messages.filter((m) => /refused a script/.test(m))).toEqual([]);
+    }
+  });
+});
+
+describe('a Redis user without channels (the default for a new user on Redis 7)', () => {
+  it('warns once per cache for the refused SUBSCRIBE and once for the bus PUBLISH: push wake-up and tiered coherence are gone', async () => {
+    const [a, b] = [cacheAs('nochannels', 'acl-nochannels-a'), cacheAs('nochannels', 'acl-nochannels-b')];
+    // The lock still holds the herd to one fill (waiters poll).
+    const herd = await herdOn([a, b], 'no-channels', { ttl: 60_000, distributedFillLock: true });
+    expect(herd.fills).toBe(1);
+    const [tieredA, tieredB] = [a, b].map((remote) =>
+      createTieredCache({ local: createMemoryCache(), remote, name: `tiered-${remote.name}` }),
+    ) as [ReturnType<typeof createTieredCache>, ReturnType<typeof createTieredCache>];
+    let version = 0;
+    const read = (cache: typeof tieredA) =>
+      getOrComputeWith(cache, 'bus-key', { ttl: 60_000 }, () => ++version);
+    expect([await read(tieredA), await read(tieredB)]).toEqual([1, 1]);
+    // B's local copy is not invalidated: the bus could not carry A's delete.
+    await invalidate(tieredA, 'bus-key');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await read(tieredB)).toBe(1);
+    for (const cache of [a, b]) {
+      const subscribe = warningsOf(cache.name).filter((w) => /refused to SUBSCRIBE/.test(w.message));
+      expect(subscribe).toHaveLength(1);
+      expect(subscribe[0]?.message).toMatch(/NOPERM.*they poll.*localTtl.*&<prefix>\*/);
+    }
+    const busPublish = warningsOf(a.name).filter((w) => /PUBLISH on the invalidation bus/.test(w.message));
+    expect(busPublish).toHaveLength(1);
+    expect(busPublish[0]?.message).toMatch(/NOPERM.*localTtl/);
+    // Used on: still one warning of each kind.
+    await invalidate(tieredA, 'bus-key');
+    await herdOn([a, b], 'no-channels-again', { ttl: 60_000, distributedFillLock: true });
+    expect(warningsOf(a.name).filter((w) => /SUBSCRIBE|invalidation bus/.test(w.message))).toHaveLength(2);
+    await Promise.all([tieredA.close(), tieredB.close()]);
   });
 });
 
