@@ -23,10 +23,10 @@ export interface ServerAccess {
   /** Turns `publish` off after a refused announcement (warning once). */
   publishRefused(error: unknown): void;
   /**
-   * Looks at a failure of the script that reads `TIME`: a permission refusal gets one warning (the
-   * times stored are then the replica's own clock); scripting stays on.
+   * Looks at a failure of a script that needs one command of its own (`LuaScript.auxiliary`): a
+   * permission refusal gets one warning per command (what is lost without it); scripting stays on.
    */
-  timeFailed(error: unknown): void;
+  auxiliaryFailed(command: 'TIME' | 'PEXPIRE', error: unknown): void;
 }
 
 /**
@@ -46,7 +46,7 @@ const ACL_HINT =
 export function createServerAccess(name: string): ServerAccess {
   let scripts = true;
   let publish = true;
-  let timeRefused = false;
+  const refusedAuxiliary = new Set<'TIME' | 'PEXPIRE'>();
   return {
     get scripts() {
       return scripts;
@@ -64,15 +64,19 @@ export function createServerAccess(name: string): ServerAccess {
           `the fill lock, so protection is in-process only (one fill per process, not per fleet); ${ACL_HINT}.`,
       );
     },
-    timeFailed(error) {
-      if (timeRefused || !isPermissionError(error)) return;
-      timeRefused = true;
+    auxiliaryFailed(command, error) {
+      if (refusedAuxiliary.has(command) || !isPermissionError(error)) return;
+      refusedAuxiliary.add(command);
       reportWarning(
         name,
-        `stampede: Redis refused TIME to cache '${name}' (${messageOf(error)}). The times the cache stores ` +
-          "(an entry's createdAt and freshness, a delete's tombstone, a tag's invalidation) are then this " +
-          "replica's own clock: replicas whose clocks disagree may order a fill and a delete wrongly, or keep " +
-          `a value fresh longer. Allow TIME (+time; it is in no category but @fast); ${ACL_HINT}.`,
+        command === 'TIME'
+          ? `stampede: Redis refused TIME to cache '${name}' (${messageOf(error)}). The times the cache stores ` +
+              "(an entry's createdAt and freshness, a delete's tombstone, a tag's invalidation) are then this " +
+              "replica's own clock: replicas whose clocks disagree may order a fill and a delete wrongly, or keep " +
+              `a value fresh longer. Allow TIME (+time; it is in no category but @fast); ${ACL_HINT}.`
+          : `stampede: Redis refused to extend a fill lock of cache '${name}' (${messageOf(error)}). A fill ` +
+              'that outlasts lockTtl then loses its lock, and another replica may fill the key at the same ' +
+              `time. Allow PEXPIRE (+pexpire); ${ACL_HINT}.`,
       );
     },
     publishRefused(error) {

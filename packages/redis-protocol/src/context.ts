@@ -37,7 +37,7 @@ function watched(runner: ScriptRunner, access: ServerAccess): ScriptRunner {
       return await runner(script, keys, args);
     } catch (error) {
       const announcing = script.announcement !== undefined && (args[script.announcement] ?? '') !== '';
-      if (script.timeOnly === true) access.timeFailed(error);
+      if (script.auxiliary !== undefined) access.auxiliaryFailed(script.auxiliary, error);
       else if (!announcing) access.scriptFailed(error);
       throw error;
     }

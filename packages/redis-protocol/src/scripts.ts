@@ -25,11 +25,13 @@ export interface LuaScript {
    */
   readonly announcement?: number | undefined;
   /**
-   * True for the script that only reads `TIME`: its refusal may be of `TIME` alone (outside every
-   * ACL category but @fast), which says nothing of the scripts that store and lock, so it is not
-   * taken as a refusal of scripts either.
+   * The command, besides `GET`, that the script alone needs: `TIME` (the clock's script) or
+   * `PEXPIRE` (a lock's extension). A permission refusal of such a script may be of that command
+   * alone (`TIME` is in no ACL category but @fast; a hand-written command list may miss `PEXPIRE`),
+   * which says nothing of the scripts that store and lock: it gets its own warning and is not taken
+   * as a refusal of scripts.
    */
-  readonly timeOnly?: boolean | undefined;
+  readonly auxiliary?: 'TIME' | 'PEXPIRE' | undefined;
 }
 
 /** Refuses a write older than the stored entry or tombstone ({@link WRITE_GUARD_LUA}). */
@@ -48,7 +50,7 @@ export const GET_SCRIPT_WITHOUT_FLAGS: LuaScript = { source: TAGGED_GET_LUA };
 export const INVALIDATE_TAGS_SCRIPT: LuaScript = { source: INVALIDATE_TAGS_LUA };
 
 /** Redis's time in ms, to measure this process's clock offset ({@link SERVER_TIME_LUA}). */
-export const TIME_SCRIPT: LuaScript = { source: SERVER_TIME_LUA, timeOnly: true };
+export const TIME_SCRIPT: LuaScript = { source: SERVER_TIME_LUA, auxiliary: 'TIME' };
 
 /** Releases an owned lock and announces the outcome in the same script ({@link RELEASE_LOCK_LUA}). */
 export const RELEASE_SCRIPT: LuaScript = { source: RELEASE_LOCK_LUA, announcement: 1 };
@@ -60,7 +62,7 @@ export const LOCK_AND_READ_SCRIPT: LuaScript = { source: LOCK_AND_READ_LUA };
 export const COMMIT_SCRIPT: LuaScript = { source: COMMIT_LUA, announcement: 5 };
 
 /** Extends the lock only for its owner ({@link EXTEND_LOCK_LUA}). */
-export const EXTEND_SCRIPT: LuaScript = { source: EXTEND_LOCK_LUA };
+export const EXTEND_SCRIPT: LuaScript = { source: EXTEND_LOCK_LUA, auxiliary: 'PEXPIRE' };
 
 /** Runs one script: resolves with its reply. */
 export type ScriptRunner = (script: LuaScript, keys: string[], args: string[]) => Promise<unknown>;

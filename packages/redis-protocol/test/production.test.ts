@@ -69,6 +69,22 @@ describe('isPermissionError', () => {
 });
 
 describe('createServerAccess', () => {
+  it('a refused TIME or PEXPIRE: one warning each, scripting stays on', () => {
+    const access = createServerAccess('auxiliary-test');
+    const inScript = new Error("ERR The user executing the script can't run this command or subcommand");
+    access.auxiliaryFailed('TIME', new Error('Connection is closed.'));
+    expect(events).toEqual([]);
+    access.auxiliaryFailed('TIME', inScript);
+    access.auxiliaryFailed('TIME', inScript);
+    access.auxiliaryFailed('PEXPIRE', inScript);
+    access.auxiliaryFailed('PEXPIRE', inScript);
+    expect(access.scripts).toBe(true);
+    const messages = events.map((event) => (event.type === 'warning' ? event.message : ''));
+    expect(messages).toHaveLength(2);
+    expect(messages[0]).toMatch(/refused TIME to cache 'auxiliary-test'.*own clock/);
+    expect(messages[1]).toMatch(/refused to extend a fill lock of cache 'auxiliary-test'.*\+pexpire/);
+  });
+
   it('turns scripts off on the first refusal only, with one warning; other faults change nothing', () => {
     const access = createServerAccess('access-test');
     access.scriptFailed(new Error('Connection is closed.'));

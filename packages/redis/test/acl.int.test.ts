@@ -37,6 +37,7 @@ beforeAll(async () => {
     nochannels: ['on', '>pw', '~*', 'resetchannels', '+@all'],
     // Granted by category: TIME is in none of them (only @fast).
     categories: ['on', '>pw', '~*', '&*', '+@read', '+@write', '+@scripting', '+@pubsub', '+@connection'],
+    noexpire: ['on', '>pw', '~*', '&*', '+@all', '-pexpire'],
   };
   for (const [user, rules] of Object.entries(users)) await admin.call('ACL', 'SETUSER', user, ...rules);
   if (DOCUMENTED !== undefined) {
@@ -164,6 +165,27 @@ describe('a Redis user granted by category (+@read +@write +@scripting +@pubsub)
       expect(messages.find((m) => /refused TIME/.test(m))).toMatch(/own clock.*\+time/);
       expect(messages.filter((m) => /refused a script/.test(m))).toEqual([]);
     }
+  });
+});
+
+describe('a Redis user without PEXPIRE', () => {
+  it('one warning when a fill lock cannot be extended; values are still stored and the lock still taken', async () => {
+    const replicas = [cacheAs('noexpire', 'acl-noexpire-a'), cacheAs('noexpire', 'acl-noexpire-b')];
+    const [a, b] = replicas as [RedisCache, RedisCache];
+    // A fill longer than lockTtl: the core extends the lock halfway through, and Redis refuses.
+    const options = { ttl: 60_000, distributedFillLock: true, lockTtl: 200, lockWaitTimeout: 5_000 };
+    await getOrComputeWith(a, 'long', options, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      return 'slow';
+    });
+    let fills = 0;
+    expect(await getOrComputeWith(b, 'long', options, () => ++fills)).toBe('slow');
+    expect(fills).toBe(0);
+    expect(a.tryAcquireFillLock).toBeDefined();
+    const messages = warningsOf(a.name).map((w) => w.message);
+    expect(messages.filter((m) => /refused to extend a fill lock/.test(m))).toHaveLength(1);
+    expect(messages.find((m) => /refused to extend/.test(m))).toMatch(/NOPERM|can't run.*\+pexpire/);
+    expect(messages.filter((m) => /refused a script/.test(m))).toEqual([]);
   });
 });
 
