@@ -13,6 +13,7 @@ import {
   type RedisProtocolCacheMembers,
 } from '@stampede/redis-protocol';
 import type { Cluster, Redis } from 'ioredis';
+import { keyPrefixOf } from './client.js';
 import { createContext } from './context.js';
 import { RedisCacheError } from './errors.js';
 import { createNotifier } from './notifier.js';
@@ -21,7 +22,9 @@ import { createNotifier } from './notifier.js';
 export interface RedisCacheOptions {
   /**
    * The ioredis client to use: a standalone `Redis` or a `Cluster`. You own it: `close()` never
-   * closes it (only the subscriber connection the cache opened itself).
+   * closes it (only the subscriber connection the cache opened itself). A client made with ioredis's
+   * `keyPrefix` works: Redis holds `keyPrefix + prefix + ...`, channels included, so the cache
+   * shares keys and locks with a client without one whose `prefix` is the two together.
    */
   client: Redis | Cluster;
   /**
@@ -114,6 +117,11 @@ function checkOptions(options: RedisCacheOptions): void {
   if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
     throw new TypeError('options.pushWakeUp must be a boolean');
   }
+  if (lockClient !== undefined && keyPrefixOf(lockClient) !== keyPrefixOf(client)) {
+    throw new RangeError(
+      `options.lockClient must have the keyPrefix of options.client ('${keyPrefixOf(client)}'); got '${keyPrefixOf(lockClient)}'`,
+    );
+  }
 }
 
 /**
@@ -144,14 +152,17 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     options,
     'redis',
   );
-  const context = createContext(client, name, prefix, operationTimeout, lockClient);
+  // With ioredis's `keyPrefix`, Redis holds `keyPrefix + prefix + ...`: the names the protocol works
+  // with (channels and keys built inside scripts included), ioredis adding its part to keys itself.
+  const remotePrefix = keyPrefixOf(client) + prefix;
+  const context = createContext(client, name, remotePrefix, operationTimeout, lockClient);
   const cache = createRedisProtocolCache(context.protocol, {
     serializer,
     tombstoneTtl,
     createError: (code, message, details) => new RedisCacheError(code, message, details),
   });
   const notifier = createNotifier(context, (message) => cache.decodeAnnouncement(message));
-  const channel = busChannel(prefix);
+  const channel = busChannel(remotePrefix);
   const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
   const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
   let warm = false;
