@@ -47,18 +47,43 @@ export interface NodeRedisClient {
   off(event: 'end', listener: () => void): unknown;
 }
 
+const utf8 = new TextDecoder();
+
+/**
+ * `reply` with every byte string in it as text. A client made `withTypeMapping` (strings as
+ * `Buffer`, as binary-minded applications configure it) answers bytes where the protocol reads
+ * text: every stored entry would fail to decode and every call would run its fill.
+ */
+export function asText(reply: unknown): unknown {
+  if (typeof reply === 'string' || reply === null || typeof reply !== 'object') return reply;
+  if (reply instanceof Uint8Array) return utf8.decode(reply);
+  if (Array.isArray(reply)) return reply.some(isObject) ? reply.map(asText) : reply;
+  if (reply instanceof Map) return new Map([...reply].map(([key, value]) => [asText(key), asText(value)]));
+  if (Object.getPrototypeOf(reply) !== Object.prototype && Object.getPrototypeOf(reply) !== null)
+    return reply;
+  return Object.fromEntries(Object.entries(reply).map(([key, value]) => [key, asText(value)]));
+}
+
+const isObject = (value: unknown): boolean => value !== null && typeof value === 'object';
+
 /** `client` as the protocol's client: node-redis takes keys and arguments as named lists. */
 export function protocolClient(client: NodeRedisClient): RedisProtocolClient {
   return {
-    get: (key) => client.get(key),
-    setIfAbsent: (key, value, px) =>
-      client.set(key, value, { condition: 'NX', expiration: { type: 'PX', value: Number(px) } }),
+    get: async (key) => asText(await client.get(key)),
+    setIfAbsent: async (key, value, px) =>
+      asText(
+        await client.set(key, value, { condition: 'NX', expiration: { type: 'PX', value: Number(px) } }),
+      ),
     // A NOSCRIPT reply rejects with an ErrorReply whose message starts with 'NOSCRIPT'.
-    evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
-    eval: (script, keys, args) => client.eval(script, { keys, arguments: args }),
+    evalsha: async (sha, keys, args) => asText(await client.evalSha(sha, { keys, arguments: args })),
+    eval: async (script, keys, args) => asText(await client.eval(script, { keys, arguments: args })),
     // Synchronous, so the first EVALSHA of a script leaves in the same tick as its caller.
     sha1: (text) => createHash('sha1').update(text).digest('hex'),
-    scriptLoad: client.scriptLoad?.bind(client),
-    configGet: client.configGet?.bind(client),
+    scriptLoad:
+      client.scriptLoad === undefined ? undefined : async (text) => asText(await client.scriptLoad?.(text)),
+    configGet:
+      client.configGet === undefined
+        ? undefined
+        : async (pattern) => asText(await client.configGet?.(pattern)),
   };
 }
