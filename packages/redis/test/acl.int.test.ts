@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import {
   createTieredCache,
   getOrComputeWith,
+  inFlightCount,
   invalidate,
   invalidateTag,
   onStampedeEvent,
@@ -10,7 +11,7 @@ import {
   type WarningEvent,
 } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
-import { type RedisServer, startRedisServer } from '@stampede/test-support';
+import { type RedisServer, startRedisServer, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
@@ -68,6 +69,10 @@ const warningsOf = (name: string) =>
   events.filter((event): event is WarningEvent => event.type === 'warning' && event.cache === name);
 const backendErrorsOf = (name: string) =>
   events.filter((event) => event.type === 'backend-error' && event.cache === name);
+
+/** Until the fills of `caches` have written: a flight answers its key's callers until then. */
+const written = (...cachesToWait: Parameters<typeof inFlightCount>[0][]) =>
+  waitFor(() => cachesToWait.every((cache) => inFlightCount(cache) === 0), { message: 'the writes' });
 
 /** `callers` calls on each cache at once, all for `key`; the slowest caller's time and the fill count. */
 async function herdOn(cachesInHerd: RedisCache[], key: string, options: object, callers = 20) {
@@ -150,6 +155,7 @@ describe('a Redis user granted by category (+@read +@write +@scripting +@pubsub)
     const [a, b] = replicas as [RedisCache, RedisCache];
     expect(a.tryAcquireFillLock).toBeDefined();
     // A delete (a tombstone on the replica's own clock) is seen by the other replica.
+    await written(a, b);
     await invalidate(a, 'by-category');
     let refills = 0;
     await getOrComputeWith(b, 'by-category', options, () => ++refills);
@@ -157,6 +163,7 @@ describe('a Redis user granted by category (+@read +@write +@scripting +@pubsub)
     // So is a tag invalidation.
     const tagged = { ttl: 60_000, tags: ['t-categories'] };
     await getOrComputeWith(a, 'tagged', tagged, () => 'old');
+    await written(a, b);
     await invalidateTag(a, 't-categories');
     expect(await getOrComputeWith(b, 'tagged', tagged, () => 'new')).toBe('new');
     for (const cache of replicas) {
@@ -178,6 +185,8 @@ describe('a Redis user without PEXPIRE', () => {
       await new Promise((resolve) => setTimeout(resolve, 350));
       return 'slow';
     });
+    // The lock lapsed mid-fill (not extended): only the written value keeps b from filling.
+    await written(a);
     let fills = 0;
     expect(await getOrComputeWith(b, 'long', options, () => ++fills)).toBe('slow');
     expect(fills).toBe(0);
@@ -202,6 +211,7 @@ describe('a Redis user without channels (the default for a new user on Redis 7)'
     const read = (cache: typeof tieredA) =>
       getOrComputeWith(cache, 'bus-key', { ttl: 60_000 }, () => ++version);
     expect([await read(tieredA), await read(tieredB)]).toEqual([1, 1]);
+    await written(tieredA, tieredB);
     // B's local copy is not invalidated: the bus could not carry A's delete.
     await invalidate(tieredA, 'bus-key');
     await new Promise((resolve) => setTimeout(resolve, 200));

@@ -1,5 +1,5 @@
-import { getOrComputeWith, invalidate, invalidateTag } from '@stampede/core';
-import { randomPrefix, testRedis } from '@stampede/test-support';
+import { getOrComputeWith, inFlightCount, invalidate, invalidateTag } from '@stampede/core';
+import { randomPrefix, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCache, type RedisCache } from '../src/index.js';
@@ -36,6 +36,10 @@ function cacheWith(keyPrefix: string | undefined, cachePrefix: string, name: str
   return cache;
 }
 
+/** Until the fills of `caches` have written: a flight answers its key's callers until then. */
+const written = (...caches: RedisCache[]) =>
+  waitFor(() => caches.every((cache) => inFlightCount(cache) === 0), { message: 'the writes' });
+
 /** 10 callers on each cache at once for `key`; how many fills ran and the slowest caller's time. */
 async function herd(replicas: RedisCache[], key: string, options: object) {
   let fills = 0;
@@ -66,8 +70,10 @@ describe('an ioredis client with keyPrefix', () => {
     expect(a.prefix).toBe(prefix);
     expect(await raw.exists(`${KEY_PREFIX}${prefix}{k}`)).toBe(1);
     expect(await raw.exists(`${prefix}{k}`)).toBe(0);
+    await written(a, b);
     await invalidateTag(a, 'kp-tag');
     expect(await getOrComputeWith(b, 'k', options, () => 'after the tag')).toBe('after the tag');
+    await written(a, b);
     await invalidate(b, 'k');
     expect(await getOrComputeWith(a, 'k', options, () => 'after the delete')).toBe('after the delete');
   });
@@ -79,6 +85,7 @@ describe('an ioredis client with keyPrefix', () => {
     expect(mixed.fills).toBe(1);
     expect(mixed.slowestMs).toBeLessThan(2_000);
     expect(new Set(mixed.values).size).toBe(1);
+    await written(prefixed, plain);
     await invalidateTag(plain, 'kp-tag');
     expect(await getOrComputeWith(prefixed, 'mixed', options, () => 'after the tag')).toBe('after the tag');
   });
