@@ -286,12 +286,14 @@ interface Write {
 
 /**
  * Whether `write`, the latest write of a key, forbids serving a value produced before it to a caller
- * that started at `date` (`Date.now()`) after the write resolved. A store can refuse an older fill's
- * write only while it holds something newer: a delete's tombstone, or a setValue's entry while it
- * lives. So an invalidation, a delete or a setValue without ttl forbid it for good; a setValue with
- * a ttl forbids it while its value is fresh, and after that only a value that was served before the
- * write (the old value it replaced, which is never written again). A fill that was still running
- * elsewhere may land once the set value has expired, as on any empty key.
+ * that started after the write resolved and had its answer at `date` (`Date.now()`). A store can
+ * refuse an older fill's write only while it holds something newer: a delete's tombstone, or a
+ * setValue's entry while it lives. So an invalidation, a delete or a setValue without ttl forbid it
+ * for good; a setValue with a ttl forbids it while its value is fresh, and after that only a value
+ * that was served before the write (the old value it replaced, which is never written again). A
+ * fill that was still running elsewhere may land once the set value has expired, as on any empty
+ * key, and a caller whose read reached the store after that (a slow read) may get it: so the set
+ * value's freshness is judged when the caller has its answer, not when it started.
  *
  * Stores order a fill's write against a delete or a newer write by their start in whole
  * milliseconds, so a value produced in the same millisecond as the write is not judged (the
@@ -442,7 +444,6 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     const failSafeBefore = (failSafeSeen[step.replica] as { a: boolean; b: boolean })[step.key];
     if (step.failSafe) (failSafeSeen[step.replica] as { a: boolean; b: boolean })[step.key] = true;
     const startedAt = tick();
-    const startDate = Date.now();
     const { key, replica } = step;
     const lives = live[replica]?.[key] as Set<number>;
     const eras = era[replica] as { a: number; b: number };
@@ -510,7 +511,7 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             return;
           }
           const write = latestWrite(writes, key, startedAt);
-          if (write !== undefined && forbids(write, origin, startDate, target.orderingSlackMs ?? 0)) {
+          if (write !== undefined && forbids(write, origin, Date.now(), target.orderingSlackMs ?? 0)) {
             // An older value after a newer write: on the writer's replica, whatever its source
             // (invalidate and setValue supersede the fills in flight there); on any replica, when the
             // value's flight had already ended, so it can only have come from the store. (Another
