@@ -98,9 +98,10 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
           },
         );
       }
-      if (operation === 'publish' || operation === 'subscribe') {
+      // (A failed SUBSCRIBE reaches `report`, where every binding sends it.)
+      if (operation === 'publish') {
         pending = pending.catch((error: unknown) => {
-          channels.failed(operation, error);
+          channels.failed('publish', error);
           throw error;
         });
       }

@@ -26,9 +26,10 @@ export function keyPrefixOf(client: RedisClient): string {
  */
 export function protocolClient(client: RedisClient): RedisProtocolClient {
   const keyPrefix = keyPrefixOf(client);
+  // Without a keyPrefix (the common case) keys pass as they are: no copy on a read's script call.
   const own = (key: string): string =>
     keyPrefix !== '' && key.startsWith(keyPrefix) ? key.slice(keyPrefix.length) : key;
-  const ownKeys = (keys: readonly string[]): string[] => (keyPrefix === '' ? [...keys] : keys.map(own));
+  const ownKeys = (keys: readonly string[]): readonly string[] => (keyPrefix === '' ? keys : keys.map(own));
   return {
     get: (key) => client.get(own(key)),
     setIfAbsent: (key, value, px) => client.set(own(key), value, 'PX', px, 'NX'),

@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import {
   createTieredCache,
   getOrComputeWith,
-  inFlightCount,
   invalidate,
   invalidateTag,
   onStampedeEvent,
@@ -11,10 +10,11 @@ import {
   type WarningEvent,
 } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
-import { type RedisServer, startRedisServer, waitFor } from '@stampede/test-support';
+import { type RedisServer, startRedisServer } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
+import { written } from './helpers.js';
 
 // Redis users with limited permissions (ACL), created on a server started here.
 let server: RedisServer;
@@ -69,10 +69,6 @@ const warningsOf = (name: string) =>
   events.filter((event): event is WarningEvent => event.type === 'warning' && event.cache === name);
 const backendErrorsOf = (name: string) =>
   events.filter((event) => event.type === 'backend-error' && event.cache === name);
-
-/** Until the fills of `caches` have written: a flight answers its key's callers until then. */
-const written = (...cachesToWait: Parameters<typeof inFlightCount>[0][]) =>
-  waitFor(() => cachesToWait.every((cache) => inFlightCount(cache) === 0), { message: 'the writes' });
 
 /** `callers` calls on each cache at once, all for `key`; the slowest caller's time and the fill count. */
 async function herdOn(cachesInHerd: RedisCache[], key: string, options: object, callers = 20) {

@@ -1,7 +1,13 @@
 import { fileURLToPath } from 'node:url';
-import { broadcast, startWorkers, type Worker } from '@stampede/test-support';
+import { type Cache, inFlightCount } from '@stampede/core';
+import { broadcast, startWorkers, type Worker, waitFor } from '@stampede/test-support';
 
 export { deletePrefix } from '@stampede/test-support';
+
+/** Until the fills of `caches` have written: a flight answers its key's callers until then. */
+export function written(...caches: Cache[]): Promise<unknown> {
+  return waitFor(() => caches.every((cache) => inFlightCount(cache) === 0), { message: 'the writes' });
+}
 
 /** Result line of one `herd` command of test/fixtures/replica.mjs. */
 export interface HerdReport {

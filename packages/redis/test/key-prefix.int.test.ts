@@ -1,9 +1,9 @@
-import { getOrComputeWith, inFlightCount, invalidate, invalidateTag } from '@stampede/core';
-import { randomPrefix, testRedis, waitFor } from '@stampede/test-support';
+import { getOrComputeWith, invalidate, invalidateTag } from '@stampede/core';
+import { randomPrefix, testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCache, type RedisCache } from '../src/index.js';
-import { deletePrefix } from './helpers.js';
+import { deletePrefix, written } from './helpers.js';
 
 // A client made with ioredis's `keyPrefix` (often shared with the rest of an application): ioredis
 // puts it in front of every key it sends, but not of channels, nor of the keys a script builds from
@@ -35,10 +35,6 @@ function cacheWith(keyPrefix: string | undefined, cachePrefix: string, name: str
   caches.push(cache);
   return cache;
 }
-
-/** Until the fills of `caches` have written: a flight answers its key's callers until then. */
-const written = (...caches: RedisCache[]) =>
-  waitFor(() => caches.every((cache) => inFlightCount(cache) === 0), { message: 'the writes' });
 
 /** 10 callers on each cache at once for `key`; how many fills ran and the slowest caller's time. */
 async function herd(replicas: RedisCache[], key: string, options: object) {
