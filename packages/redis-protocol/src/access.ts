@@ -42,11 +42,26 @@ export function isPermissionError(error: unknown): boolean {
 const ACL_HINT =
   "grant the commands listed in @stampede/redis's README, section 'Running Redis for stampede'";
 
+/**
+ * Warns (once per `kind` for the cache named `name`) of a permission refusal: `warn(kind, error,
+ * message)` reports `message(error text)` the first time `error` is such a refusal for `kind`.
+ */
+function refusalWarnings<K extends string>(
+  name: string,
+): (kind: K, error: unknown, message: (refusal: string) => string) => void {
+  const warned = new Set<K>();
+  return (kind, error, message) => {
+    if (warned.has(kind) || !isPermissionError(error)) return;
+    warned.add(kind);
+    reportWarning(name, message(messageOf(error)));
+  };
+}
+
 /** The {@link ServerAccess} of the cache named `name`. */
 export function createServerAccess(name: string): ServerAccess {
   let scripts = true;
   let publish = true;
-  const refusedAuxiliary = new Set<'TIME' | 'PEXPIRE'>();
+  const warnAuxiliary = refusalWarnings<'TIME' | 'PEXPIRE'>(name);
   return {
     get scripts() {
       return scripts;
@@ -65,18 +80,15 @@ export function createServerAccess(name: string): ServerAccess {
       );
     },
     auxiliaryFailed(command, error) {
-      if (refusedAuxiliary.has(command) || !isPermissionError(error)) return;
-      refusedAuxiliary.add(command);
-      reportWarning(
-        name,
+      warnAuxiliary(command, error, (refusal) =>
         command === 'TIME'
-          ? `stampede: Redis refused TIME to cache '${name}' (${messageOf(error)}). The times the cache stores ` +
-              "(an entry's createdAt and freshness, a delete's tombstone, a tag's invalidation) are then this " +
-              "replica's own clock: replicas whose clocks disagree may order a fill and a delete wrongly, or keep " +
-              `a value fresh longer. Allow TIME (+time; it is in no category but @fast); ${ACL_HINT}.`
-          : `stampede: Redis refused to extend a fill lock of cache '${name}' (${messageOf(error)}). A fill ` +
-              'that outlasts lockTtl then loses its lock, and another replica may fill the key at the same ' +
-              `time. Allow PEXPIRE (+pexpire); ${ACL_HINT}.`,
+          ? `stampede: Redis refused TIME to cache '${name}' (${refusal}). The times the cache stores ` +
+            "(an entry's createdAt and freshness, a delete's tombstone, a tag's invalidation) are then this " +
+            "replica's own clock: replicas whose clocks disagree may order a fill and a delete wrongly, or keep " +
+            `a value fresh longer. Allow TIME (+time; it is in no category but @fast); ${ACL_HINT}.`
+          : `stampede: Redis refused to extend a fill lock of cache '${name}' (${refusal}). A fill ` +
+            'that outlasts lockTtl then loses its lock, and another replica may fill the key at the same ' +
+            `time. Allow PEXPIRE (+pexpire); ${ACL_HINT}.`,
       );
     },
     publishRefused(error) {
@@ -104,31 +116,19 @@ export interface ChannelRefusalWatch {
  * cache's coherence: each refusal was only a `backend-error` event. Now one warning per kind.
  */
 export function createChannelRefusalWatch(name: string): ChannelRefusalWatch {
-  let subscribe = false;
-  let publish = false;
+  const warn = refusalWarnings<'subscribe' | 'publish'>(name);
   return {
     failed(operation, error) {
-      if (!isPermissionError(error)) return;
-      if (operation === 'subscribe') {
-        if (subscribe) return;
-        subscribe = true;
-        reportWarning(
-          name,
-          `stampede: Redis refused to SUBSCRIBE for cache '${name}' (${messageOf(error)}). Lock waiters are ` +
+      warn(operation, error, (refusal) =>
+        operation === 'subscribe'
+          ? `stampede: Redis refused to SUBSCRIBE for cache '${name}' (${refusal}). Lock waiters are ` +
             'not woken when a fill ends (they poll, lockPollInterval), and a tiered cache does not hear ' +
             "other replicas' writes and deletes: its local copies serve old values until localTtl. Allow " +
-            `SUBSCRIBE and PUBLISH on the prefix's channels (&<prefix>*); ${ACL_HINT}.`,
-        );
-        return;
-      }
-      if (publish) return;
-      publish = true;
-      reportWarning(
-        name,
-        `stampede: Redis refused to PUBLISH on the invalidation bus of cache '${name}' (${messageOf(error)}). ` +
-          "Other replicas' tiered caches do not hear this replica's writes and deletes: their local copies " +
-          "serve old values until localTtl. Allow PUBLISH and SUBSCRIBE on the prefix's channels " +
-          `(&<prefix>*); ${ACL_HINT}.`,
+            `SUBSCRIBE and PUBLISH on the prefix's channels (&<prefix>*); ${ACL_HINT}.`
+          : `stampede: Redis refused to PUBLISH on the invalidation bus of cache '${name}' (${refusal}). ` +
+            "Other replicas' tiered caches do not hear this replica's writes and deletes: their local copies " +
+            "serve old values until localTtl. Allow PUBLISH and SUBSCRIBE on the prefix's channels " +
+            `(&<prefix>*); ${ACL_HINT}.`,
       );
     },
   };
