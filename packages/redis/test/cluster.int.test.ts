@@ -178,3 +178,49 @@ describe('tags on the cluster', () => {
     expect(await cache.get('k')).toBeUndefined();
   });
 });
+
+describe('a Cluster client with keyPrefix', () => {
+  // ioredis's Cluster takes `keyPrefix` too; the cache works with `keyPrefix + prefix` as on one
+  // server, so a prefixed and a plain client whose prefix is the two together share everything.
+  it('shares entries, tags and the lock (woken by push) with a plain client on keyPrefix + prefix', async () => {
+    const { server } = await cluster();
+    const prefixed = new Cluster([...server.nodes], { keyPrefix: `${prefix}kp:` });
+    const a = cacheOn(prefixed, 'shared:');
+    try {
+      const b = cacheOn((await cluster()).client, `${prefix}kp:shared:`);
+      const tagged = { ttl: 60_000, tags: ['t1', 't2'] };
+      expect(await getOrComputeWith(a, 'k', tagged, () => 'a')).toBe('a');
+      await vi.waitFor(() => expect(inFlightCount(a)).toBe(0));
+      expect((await b.get('k'))?.value).toBe('a');
+      await invalidateTag(b, 't2');
+      expect(await a.get('k')).toBeUndefined();
+      let fills = 0;
+      const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 5_000 };
+      const fill = async () => {
+        fills++;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return 'filled';
+      };
+      // Either replica may take the lock: each order once, so each is woken by the other's push.
+      for (const order of [
+        [a, b],
+        [b, a],
+      ]) {
+        const key = `herd-${order[0] === a ? 'a' : 'b'}-first`;
+        const started = Date.now();
+        const values = await Promise.all(
+          order.flatMap((cache) =>
+            Array.from({ length: 5 }, () => getOrComputeWith(cache, key, options, fill)),
+          ),
+        );
+        expect(values).toEqual(Array(10).fill('filled'));
+        // Polling alone would take 5 s.
+        expect(Date.now() - started).toBeLessThan(2_500);
+      }
+      expect(fills).toBe(2);
+    } finally {
+      await a.close();
+      prefixed.disconnect();
+    }
+  });
+});
