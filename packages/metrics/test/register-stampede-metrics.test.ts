@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import {
   type Cache,
   configure,
@@ -86,6 +87,14 @@ describe('registerStampedeMetrics', () => {
     expect(handle.metricNames).toContain('stampede_soft_timeouts_total');
     expect(handle.metricNames).toHaveLength(STAT_NAMES.length + 2);
     expect(registry.getMetricsAsArray().map((metric) => metric.name)).toEqual(handle.metricNames);
+  });
+
+  it("lists every metric in the README's Metrics table, and no other", () => {
+    const handle = track(registerStampedeMetrics({ registry: new Registry() }));
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const table = readme.slice(readme.indexOf('## Metrics'), readme.indexOf('## Grafana dashboard'));
+    const listed = [...table.matchAll(/^\| `(stampede_[a-z0-9_]+)`/gm)].map((match) => match[1]);
+    expect([...listed].sort()).toEqual([...handle.metricNames].sort());
   });
 
   it('reads the counters at scrape time without counting twice', async () => {
