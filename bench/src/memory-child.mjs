@@ -1,6 +1,6 @@
 // Scenario 7's worker, in a fresh process so the heap holds nothing else: fills N distinct keys
 // through getOrCompute on createMemoryCache({ max }), in concurrent batches, and reports heapUsed
-// (after gc) before, once the cache is full, and at the end, with the in-flight count and size.
+// (after gc) before, once the cache is made (empty), once it is full, and at the end, with the in-flight count and size.
 import { getOrCompute, inFlightCount } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 
@@ -15,6 +15,7 @@ const heap = () => {
 
 const before = heap();
 const cache = createMemoryCache({ max });
+const created = heap();
 const checkpointAt = Math.min(keys, max * 10);
 let checkpoint = before;
 const t0 = performance.now();
@@ -33,6 +34,7 @@ process.send(
     keys,
     max,
     before,
+    created,
     checkpoint,
     checkpointAt,
     after,

@@ -41,6 +41,7 @@ export async function memoryScenario() {
     ],
     ['inFlightCount(cache) at the end', String(result.inFlight)],
     ['heapUsed before (after gc)', mb(result.before)],
+    ['heapUsed once the cache is made (empty)', mb(result.created)],
     [
       `heapUsed after ${result.checkpointAt.toLocaleString('en-US')} keys (cache full)`,
       mb(result.checkpoint),

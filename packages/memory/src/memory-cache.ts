@@ -1,6 +1,7 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
 import { shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
+import { createLatestTimes } from './latest-times.js';
 
 /** Options of {@link createMemoryCache}. */
 export interface MemoryCacheOptions {
@@ -93,11 +94,9 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   // at most one more fill later, a forgotten delete would serve an invalidated value.
   // Only `set` reads these, so the hit path pays nothing for them.
   let floor = Number.NEGATIVE_INFINITY;
-  const deletions = new LRUCache<string, number>({
-    max: lru.max > 0 ? lru.max : max,
-    dispose: (deletedAt, _key, reason) => {
-      if (reason === 'evict' && deletedAt > floor) floor = deletedAt;
-    },
+  const records = lru.max > 0 ? lru.max : max;
+  const deletions = createLatestTimes(records, (deletedAt) => {
+    if (deletedAt > floor) floor = deletedAt;
   });
   // Date.now() cannot order a fill and a delete of the same millisecond. The tie goes to the write:
   // `delete` then `set` (or `invalidate` then `setValue`) within one millisecond must store. A fill
@@ -107,11 +106,8 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   // `tagFloor`, which then invalidates every tagged entry created before it (a few more misses,
   // never an invalidated value served).
   let tagFloor = Number.NEGATIVE_INFINITY;
-  const tagTimes = new LRUCache<string, number>({
-    max: lru.max > 0 ? lru.max : max,
-    dispose: (at, _tag, reason) => {
-      if (reason === 'evict' && at > tagFloor) tagFloor = at;
-    },
+  const tagTimes = createLatestTimes(records, (at) => {
+    if (at > tagFloor) tagFloor = at;
   });
   // An entry created in the very millisecond of an invalidation counts as before it.
   const taggedOut = (entry: CacheEntry): boolean => {
@@ -158,15 +154,10 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     },
     delete(key: string): void {
       lru.delete(key);
-      const now = Date.now();
-      const previous = deletions.peek(key);
-      deletions.set(key, previous !== undefined && previous > now ? previous : now);
+      deletions.record(key, Date.now());
     },
     invalidateTags(tags: readonly string[], at: number = Date.now()): void {
-      for (const tag of tags) {
-        const previous = tagTimes.peek(tag);
-        tagTimes.set(tag, previous !== undefined && previous > at ? previous : at);
-      }
+      for (const tag of tags) tagTimes.record(tag, at);
     },
     clear(): void {
       lru.clear();
