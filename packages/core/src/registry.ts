@@ -88,13 +88,18 @@ function createState(cache: Cache): CacheState {
 /**
  * How many fills are in flight for `cache` in this process (0 once every caller has settled). A
  * diagnostic, exported by the main entry for tests and health checks ("no fill is left running after
- * shutdown"); the core's behaviour never depends on anyone reading it.
+ * shutdown"); the core's behaviour never depends on anyone reading it. An object never used as a
+ * cache has 0.
  *
+ * @throws TypeError when `cache` is not an object
  * @example
  * await Promise.all(requests);
  * expect(inFlightCount(cache)).toBe(0);
  */
 export function inFlightCount(cache: Cache): number {
-  if (typeof cache !== 'object' || cache === null) return 0;
+  // A health check on a variable that holds no cache must not read as "nothing in flight".
+  if (typeof cache !== 'object' || cache === null) {
+    throw new TypeError(`cache must be a Cache; got ${cache === null ? 'null' : typeof cache}`);
+  }
   return ((cache as Stateful)[STATE] ?? frozenStates.get(cache))?.flights.size ?? 0;
 }

@@ -35,6 +35,15 @@ export interface GetValueOptions {
   checkValue?: CheckValue | undefined;
 }
 
+const describe = (value: unknown): string => (value === null ? 'null' : typeof value);
+
+/** An options argument is absent or an object (not, say, a ttl passed where the options go). */
+function checkOptionsBag(options: unknown): void {
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    throw new TypeError(`options must be an object; got ${describe(options)}`);
+  }
+}
+
 /** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
 function supersede(state: CacheState, key: string): void {
   // A read already in flight may predate this change: later callers must read afresh.
@@ -86,14 +95,18 @@ export async function getValue<T = unknown>(
   options?: GetValueOptions,
 ): Promise<T | undefined> {
   checkKey(key);
+  checkOptionsBag(options);
+  const allowStale = options?.allowStale;
+  if (allowStale !== undefined && typeof allowStale !== 'boolean') {
+    throw new TypeError(`options.allowStale must be a boolean; got ${describe(allowStale)}`);
+  }
   const check = toValueCheck(options?.checkValue, 'options.checkValue');
   const state = stateOf(cache);
   const read = await readEntry(state, key);
   const entry = check === undefined ? read : await checkedEntry(state, key, read, check);
   if (entry === undefined) return undefined;
   const now = Date.now();
-  if (now < entry.freshUntil || (options?.allowStale === true && now < entry.staleUntil))
-    return entry.value as T;
+  if (now < entry.freshUntil || (allowStale === true && now < entry.staleUntil)) return entry.value as T;
   return undefined;
 }
 
@@ -112,6 +125,7 @@ export async function setValue<T>(
 ): Promise<void> {
   checkKey(key);
   if (value === undefined) throw new TypeError('value must not be undefined (undefined is never cached)');
+  checkOptionsBag(options);
   const ttl = toOptionalMilliseconds(options?.ttl, 'options.ttl');
   const grace = toOptionalMilliseconds(options?.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
   const tags = toTags(options?.tags, 'options.tags');

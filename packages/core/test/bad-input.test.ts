@@ -4,6 +4,7 @@ import {
   getOrCompute,
   getOrComputeWith,
   getValue,
+  inFlightCount,
   invalidate,
   jitteredTtl,
   setValue,
@@ -80,6 +81,16 @@ describe('bad input is rejected before anything is read or written', () => {
     ['setValue undefined', (c) => setValue(c, 'k', undefined), TypeError, /value/],
     ['setValue bad ttl', (c) => setValue(c, 'k', 1, { ttl: -1 }), RangeError, /ttl/],
     ['getValue empty key', (c) => getValue(c, ''), TypeError, /key/],
+    // A ttl passed where the options go would otherwise store a value that never expires.
+    ['setValue ttl in place of options', (c) => setValue(c, 'k', 1, 5_000 as never), TypeError, /options/],
+    ['setValue null options', (c) => setValue(c, 'k', 1, null as never), TypeError, /options/],
+    ['getValue non-object options', (c) => getValue(c, 'k', true as never), TypeError, /options/],
+    [
+      'getValue non-boolean allowStale',
+      (c) => getValue(c, 'k', { allowStale: 'yes' as never }),
+      TypeError,
+      /options\.allowStale/,
+    ],
     ['invalidate non-string key', (c) => invalidate(c, 1 as unknown as string), TypeError, /key/],
   ];
 
@@ -91,6 +102,14 @@ describe('bad input is rejected before anything is read or written', () => {
     expect(error).toBeInstanceOf(type);
     expect((error as Error).message).toMatch(message);
     expect(cache.calls).toEqual({ get: 0, set: 0, delete: 0, lock: 0, release: [] });
+  });
+
+  it('inFlightCount rejects what is not an object, naming cache; an unused object has 0', () => {
+    expect(() => inFlightCount(undefined as unknown as Cache)).toThrow(
+      /cache must be a Cache; got undefined/,
+    );
+    expect(() => inFlightCount(null as unknown as Cache)).toThrow(TypeError);
+    expect(inFlightCount({} as Cache)).toBe(0);
   });
 
   it('rejects something that is not a Cache, naming it', async () => {

@@ -6,7 +6,9 @@ import { createLatestTimes } from './latest-times.js';
 /** Options of {@link createMemoryCache}. */
 export interface MemoryCacheOptions {
   /**
-   * Most entries kept; the least recently used goes first. Ignored when `lru` is given.
+   * Most entries kept; the least recently used goes first. Ignored when `lru` is given. A positive
+   * integer up to 2^32 - 1; lru-cache allocates room for `max` entries when the cache is made (some
+   * 28 MB at a million), so size it for what you store.
    * @default 10000
    */
   max?: number;
@@ -51,6 +53,10 @@ export interface MemoryCache extends Cache {
   invalidateTags(tags: readonly string[], at?: number): void;
 }
 
+// lru-cache allocates arrays of `max` slots when it is made; a JavaScript array holds at most
+// 2^32 - 1 (its own check, past 2^53, is a plain Error that does not name the option).
+const MAX_ENTRIES = 2 ** 32 - 1;
+
 // lru-cache's clock must agree with the envelope's (Date.now), so a physical expiry never
 // precedes the logical one and fake timers move both.
 const wallClock = { now: () => Date.now() };
@@ -82,8 +88,8 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   if (given !== undefined && !(given instanceof LRUCache)) {
     throw new TypeError('options.lru must be an LRUCache from lru-cache');
   }
-  if (given === undefined && (!Number.isInteger(max) || max < 1)) {
-    throw new RangeError(`options.max must be a positive integer; got ${String(max)}`);
+  if (given === undefined && (!Number.isInteger(max) || max < 1 || max > MAX_ENTRIES)) {
+    throw new RangeError(`options.max must be a positive integer up to ${MAX_ENTRIES}; got ${String(max)}`);
   }
   const lru =
     given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock, ttlResolution: TTL_RESOLUTION_MS });

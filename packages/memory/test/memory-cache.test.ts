@@ -89,6 +89,10 @@ describe('createMemoryCache', () => {
   it('rejects bad options with errors that name them', () => {
     expect(() => createMemoryCache({ max: 0 })).toThrow(/options\.max/);
     expect(() => createMemoryCache({ max: 1.5 })).toThrow(RangeError);
+    expect(() => createMemoryCache({ max: 2 ** 60 })).toThrow(
+      /options\.max must be a positive integer up to/,
+    );
+    expect(() => createMemoryCache({ max: 2 ** 32 })).toThrow(RangeError);
     expect(() => createMemoryCache({ name: '' })).toThrow(/options\.name/);
     expect(() => createMemoryCache({ lru: new Map() as unknown as LRUCache<string, CacheEntry> })).toThrow(
       /options\.lru/,
