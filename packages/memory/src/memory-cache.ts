@@ -16,7 +16,9 @@ export interface MemoryCacheOptions {
   name?: string;
   /**
    * An `LRUCache` you already own, to use instead of a new one (its own `max`, `maxSize`, `dispose`
-   * ... apply). Stampede stores {@link CacheEntry} objects in it.
+   * ... apply). Stampede stores {@link CacheEntry} objects in it. With `maxSize` or `maxEntrySize`
+   * it needs a `sizeCalculation` (given the stored entry), else a `TypeError`: lru-cache would refuse
+   * every write.
    */
   lru?: LRUCache<string, CacheEntry>;
 }
@@ -87,6 +89,17 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     throw new TypeError('options.name must be a non-empty string');
   if (given !== undefined && !(given instanceof LRUCache)) {
     throw new TypeError('options.lru must be an LRUCache from lru-cache');
+  }
+  // lru-cache refuses every `set` without a size once it limits sizes: such a cache would never
+  // hold anything (each write a backend-error event, each call a fill).
+  if (
+    given !== undefined &&
+    (given.maxSize > 0 || given.maxEntrySize > 0) &&
+    given.sizeCalculation === undefined
+  ) {
+    throw new TypeError(
+      'options.lru limits sizes (maxSize or maxEntrySize) but has no sizeCalculation: lru-cache would refuse every write stampede makes; give it a sizeCalculation (it receives the stored CacheEntry)',
+    );
   }
   if (given === undefined && (!Number.isInteger(max) || max < 1 || max > MAX_ENTRIES)) {
     throw new RangeError(`options.max must be a positive integer up to ${MAX_ENTRIES}; got ${String(max)}`);

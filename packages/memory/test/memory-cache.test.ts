@@ -66,6 +66,24 @@ describe('createMemoryCache', () => {
     expect(lru.size).toBe(0);
   });
 
+  it('caches in an LRUCache bounded by size when it has a sizeCalculation', async () => {
+    const lru = new LRUCache<string, CacheEntry>({
+      maxSize: 10,
+      sizeCalculation: (entry) => String(entry.value).length,
+    });
+    const cache = createMemoryCache({ lru });
+    let fills = 0;
+    const fill = () => {
+      fills++;
+      return 'abcd';
+    };
+    for (const key of ['a', 'a', 'b', 'c']) await getOrCompute(cache, key, '1m', fill);
+    // 'a' was a hit once; three values of size 4 do not fit in 10: the oldest went.
+    expect(fills).toBe(3);
+    expect(lru.calculatedSize).toBe(8);
+    expect(lru.has('a')).toBe(false);
+  });
+
   it('does not store a value whose ttl is zero', async () => {
     const cache = createMemoryCache();
     expect(await getOrCompute(cache, 'k', 0, () => 'once')).toBe('once');
@@ -93,6 +111,9 @@ describe('createMemoryCache', () => {
       /options\.max must be a positive integer up to/,
     );
     expect(() => createMemoryCache({ max: 2 ** 32 })).toThrow(RangeError);
+    // lru-cache refuses a write without a size once it limits sizes: nothing would ever be cached.
+    expect(() => createMemoryCache({ lru: new LRUCache({ maxSize: 5_000 }) })).toThrow(/sizeCalculation/);
+    expect(() => createMemoryCache({ lru: new LRUCache({ max: 10, maxEntrySize: 500 }) })).toThrow(TypeError);
     expect(() => createMemoryCache({ name: '' })).toThrow(/options\.name/);
     expect(() => createMemoryCache({ lru: new Map() as unknown as LRUCache<string, CacheEntry> })).toThrow(
       /options\.lru/,
