@@ -13,14 +13,15 @@ import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
 import { emit, hasListeners } from './events.js';
-import { LOCAL_TIER_KEY } from './shared.js';
+import { LOCAL_TIER_KEY, shared } from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
 
 /** Options of {@link createTieredCache}. */
 export interface TieredCacheOptions {
   /**
    * The in-process cache in front (L1), normally `createMemoryCache()`. Give it to this tiered cache
-   * alone: it holds copies of the remote's entries, and is cleared when the bus reconnects.
+   * alone: it holds copies of the remote's entries, and is cleared when the bus reconnects. One that
+   * is the L1 of another tiered cache not closed yet is a `TypeError`.
    */
   local: Cache;
   /**
@@ -146,7 +147,8 @@ function originId(): string {
  * The fill lock, push wake-up and serializer round trip are the remote's. When the remote is down,
  * fresh L1 entries are still served and misses fill locally (their writes still land in L1).
  *
- * @throws TypeError when `local` or `remote` is not a Cache, or `name` is not a non-empty string
+ * @throws TypeError when `local` or `remote` is not a Cache, `local` is already the L1 of a tiered
+ *   cache not closed yet, or `name` is not a non-empty string
  * @throws RangeError when `localTtl` is not a duration of at least 1 ms
  * @example
  * const cache = createTieredCache({
@@ -168,6 +170,16 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const localTtl = toPositiveMilliseconds(localTtlOption, 'options.localTtl');
   const bus = remote.bus;
   checkBus(bus);
+  // Keys are the caller's, unprefixed, in L1: a second tiered cache on the same L1 (another remote,
+  // another tenant) would be answered with the first one's values for the same key.
+  shared.localTiers ??= new WeakMap();
+  const localTiers = shared.localTiers;
+  const owner = localTiers.get(local);
+  if (owner !== undefined) {
+    throw new TypeError(
+      `options.local is already the local cache of tiered cache '${owner.name}': give each tiered cache a local cache of its own (close() that one first to reuse it)`,
+    );
+  }
 
   const counters = countersFor(name);
   const origin = originId();
@@ -318,6 +330,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     counters.busRecoveries++;
     if (hasListeners()) emit({ type: 'bus-recovery', cache: name });
   };
+  // This tiered cache's hold on `local` (see `localTiers`), taken once nothing can throw any more.
+  const claim = { name };
   const unsubscribe = bus?.subscribe({ message: onMessage, subscribed: onSubscribed });
 
   const readRemote = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
@@ -414,6 +428,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     },
     close() {
       unsubscribe?.();
+      if (localTiers.get(local) === claim) localTiers.delete(local);
     },
   };
 
@@ -536,5 +551,6 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   }
   // The core's hit path reads fresh L1 copies straight from `local` (see `CacheState.localTier`).
   Object.defineProperty(cache, LOCAL_TIER_KEY, { value: local, enumerable: false });
+  localTiers.set(local, claim);
   return cache;
 }

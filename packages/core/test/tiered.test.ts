@@ -73,6 +73,31 @@ describe('createTieredCache', () => {
     expect(remote.calls).toEqual({ get: 0, set: 0, delete: 0, publish: 0, tags: 0 });
   });
 
+  it("refuses a local cache that is already another tiered cache's L1 until that one is closed", async () => {
+    const store = new RemoteStore();
+    const shared = localCache();
+    // Failed creations above hold nothing: the first tiered cache takes it.
+    expect(() => createTieredCache({ local: shared, remote: remoteCache(store), localTtl: 0 })).toThrow(
+      RangeError,
+    );
+    const first = createTieredCache({ local: shared, remote: remoteCache(store), name: 'tenant-a' });
+    const other = new RemoteStore();
+    // The keys are the caller's in L1: the second cache would be answered with the first one's values.
+    expect(() => createTieredCache({ local: shared, remote: remoteCache(other), name: 'tenant-b' })).toThrow(
+      new TypeError(
+        "options.local is already the local cache of tiered cache 'tenant-a': give each tiered cache a local cache of its own (close() that one first to reuse it)",
+      ),
+    );
+    expect(await getOrCompute(first, 'k', 60_000, () => 'a')).toBe('a');
+    first.close();
+    first.close();
+    const second = createTieredCache({ local: shared, remote: remoteCache(other), name: 'tenant-b' });
+    // Closing the first again does not release the second's hold.
+    first.close();
+    expect(() => createTieredCache({ local: shared, remote: remoteCache(other) })).toThrow(/tenant-b/);
+    second.close();
+  });
+
   it('offers the lock, push wake-up and round trip exactly when the remote does', () => {
     const store = new RemoteStore();
     const plain = createTieredCache({ local: localCache(), remote: remoteCache(store) });
