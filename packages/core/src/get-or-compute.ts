@@ -6,6 +6,7 @@ import { checkedEntry, type ValueCheck } from './check-value.js';
 import { COARSE_MARGIN_MS, coarseNow, stillBefore } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { SETTLED } from './entry.js';
+import { messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
@@ -21,6 +22,7 @@ import {
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
 import { shared } from './shared.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
+import { reportWarning } from './stats.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
 export function checkKey(key: unknown): asserts key is string {
@@ -400,7 +402,8 @@ function mayRefreshEarly(
   const delta = entry.delta;
   if (delta === undefined) return;
   const scale = delta * options.earlyRefresh;
-  if (least > scale * MAX_HEAD_START || !drawsEarlyRefresh(least, most, scale, entry.freshUntil)) return;
+  if (least > scale * MAX_HEAD_START || !drawsEarlyRefresh(state, least, most, scale, entry.freshUntil))
+    return;
   refreshEarly(state, key, entry, delta, Math.max(0, entry.freshUntil - Date.now()), options, fill);
 }
 
@@ -415,8 +418,14 @@ function mayRefreshEarly(
  * between them is settled by the real clock, never by drawing again. Kept apart from
  * {@link refreshEarly} so that the hit path inlines only this.
  */
-function drawsEarlyRefresh(least: number, most: number, scale: number, freshUntil: number): boolean {
-  const drawn = (shared.random ?? Math.random)();
+function drawsEarlyRefresh(
+  state: CacheState,
+  least: number,
+  most: number,
+  scale: number,
+  freshUntil: number,
+): boolean {
+  const drawn = draw(state);
   const r = Math.max(drawn, MIN_DRAW);
   // -ln(r) lies between 1 - r and 1/r - 1: where both bounds give the same answer (most draws), the
   // logarithm, the dearest part of the test, is not needed.
@@ -427,6 +436,23 @@ function drawsEarlyRefresh(least: number, most: number, scale: number, freshUnti
   if (threshold >= most) return true;
   if (threshold < least) return false;
   return threshold >= freshUntil - Date.now();
+}
+
+/**
+ * One draw of `configure({ random })`. A source that throws costs the hit nothing: the draw counts
+ * as 1 (no early refresh) and the user is warned once per text.
+ */
+function draw(state: CacheState): number {
+  const random = shared.random ?? Math.random;
+  try {
+    return random();
+  } catch (error) {
+    reportWarning(
+      state.name,
+      `stampede: the random source given to configure({ random }) threw (${messageOf(error)}); earlyRefresh draws no refresh while it throws`,
+    );
+    return 1;
+  }
 }
 
 /**

@@ -108,6 +108,35 @@ describe('earlyRefresh: the XFetch test on a fresh hit', () => {
     },
   );
 
+  it('a random source that throws costs the hit nothing: no refresh, the value, one warning per text', async () => {
+    configure({
+      random: () => {
+        throw new Error('entropy pool empty');
+      },
+    });
+    const events: StampedeEvent[] = [];
+    const stop = onStampedeEvent((event) => events.push(event));
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const cache = testCache();
+      plant(cache.backend, 'k', entryExpiringIn(DELTA));
+      const fill = vi.fn(() => 'v2');
+      for (let i = 0; i < 2; i++) {
+        expect(await getOrComputeWith(cache, 'k', { ttl: '1m', earlyRefresh: true }, fill)).toBe('v1');
+      }
+      expect(fill).not.toHaveBeenCalled();
+      const warnings = events.filter((event) => event.type === 'warning');
+      expect(warnings).toHaveLength(2);
+      expect(warnings[0]).toMatchObject({
+        message: expect.stringMatching(/configure\(\{ random \}\) threw \(entropy pool empty\)/),
+      });
+      expect(warn).toHaveBeenCalledTimes(1);
+    } finally {
+      stop();
+      warn.mockRestore();
+    }
+  });
+
   it('a draw of 0 counts as 2^-53: the head start is at most -ln(2^-53) (36.7) x delta x beta', async () => {
     configure({ random: () => 0 });
     for (const [beta, remaining, refreshes] of [
