@@ -8,7 +8,7 @@ import { pushCases } from './cases/push.js';
 import { storageCases } from './cases/storage.js';
 import { tagCases } from './cases/tags.js';
 import { createContext } from './context.js';
-import type { ConformanceOptions } from './options.js';
+import { type ConformanceOptions, checkOptions } from './options.js';
 
 /**
  * Registers the Cache conformance suite for one adapter under a vitest `describe`: call it at the
@@ -29,6 +29,7 @@ import type { ConformanceOptions } from './options.js';
  * ```
  */
 export function describeCacheConformance(options: ConformanceOptions): void {
+  checkOptions(options);
   describe(`Cache conformance: ${options.name}`, () => {
     let cache: Cache | undefined;
 

@@ -100,3 +100,60 @@ export interface ConformanceOptions {
    */
   teardown?(): Promise<void> | void;
 }
+
+const REQUIRED_CAPABILITIES = ['lock', 'extend', 'push', 'sync', 'roundTrip'] as const;
+const OPTIONAL_CAPABILITIES = ['tags', 'bus', 'lockAndRead', 'commit', 'delta', 'serverClock'] as const;
+
+const describe = (value: unknown): string => (value === null ? 'null' : typeof value);
+
+/**
+ * Checks `options` when the suite is registered, naming the option at fault: a mistake in the
+ * declaration fails the file at once, not as a case that errs for another reason.
+ *
+ * @throws TypeError for a missing or mistyped option or capability
+ */
+export function checkOptions(options: ConformanceOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`options must be an object; got ${describe(options)}`);
+  }
+  if (typeof options.name !== 'string' || options.name.length === 0) {
+    throw new TypeError('options.name must be a non-empty string');
+  }
+  if (options.clock !== 'fake' && options.clock !== 'real') {
+    throw new TypeError(`options.clock must be 'fake' or 'real'; got ${String(options.clock)}`);
+  }
+  if (typeof options.create !== 'function') {
+    throw new TypeError(`options.create must be a function; got ${describe(options.create)}`);
+  }
+  for (const hook of ['replica', 'teardown'] as const) {
+    const value = options[hook];
+    if (value !== undefined && typeof value !== 'function') {
+      throw new TypeError(`options.${hook} must be a function; got ${describe(value)}`);
+    }
+  }
+  if (options.replicaLag !== undefined && typeof options.replicaLag !== 'boolean') {
+    throw new TypeError(`options.replicaLag must be a boolean; got ${describe(options.replicaLag)}`);
+  }
+  const capabilities: unknown = options.capabilities;
+  if (typeof capabilities !== 'object' || capabilities === null) {
+    throw new TypeError(`options.capabilities must be an object; got ${describe(capabilities)}`);
+  }
+  const declared = capabilities as Record<string, unknown>;
+  for (const name of REQUIRED_CAPABILITIES) {
+    if (typeof declared[name] !== 'boolean') {
+      throw new TypeError(`options.capabilities.${name} must be a boolean; got ${describe(declared[name])}`);
+    }
+  }
+  for (const name of OPTIONAL_CAPABILITIES) {
+    if (declared[name] !== undefined && typeof declared[name] !== 'boolean') {
+      throw new TypeError(`options.capabilities.${name} must be a boolean; got ${describe(declared[name])}`);
+    }
+  }
+  const known: readonly string[] = [...REQUIRED_CAPABILITIES, ...OPTIONAL_CAPABILITIES];
+  for (const name of Object.keys(declared)) {
+    // A misspelt capability would otherwise leave its cases skipped.
+    if (!known.includes(name)) {
+      throw new TypeError(`options.capabilities.${name} is not a capability (known: ${known.join(', ')})`);
+    }
+  }
+}
