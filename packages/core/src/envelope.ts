@@ -80,7 +80,9 @@ export function toSerializer(option: unknown, name = 'serializer'): Serializer {
 export function stringifyValue(value: unknown, serializer: SerializerOption = jsonSerializer): string {
   const text = toSerializer(serializer).stringify(value);
   if (typeof text !== 'string') {
-    throw new TypeError(`the serializer cannot represent a ${typeof value} (it returned ${typeof text})`);
+    const kind = typeof value;
+    const article = kind === 'object' || kind === 'undefined' ? 'an' : 'a';
+    throw new TypeError(`the serializer cannot represent ${article} ${kind} (it returned ${typeof text})`);
   }
   return text;
 }

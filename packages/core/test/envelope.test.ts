@@ -11,6 +11,7 @@ import {
   type LegacySerializer,
   roundTripValue,
   type Serializer,
+  stringifyValue,
   toSerializer,
 } from '../src/adapter.js';
 
@@ -167,6 +168,15 @@ describe('envelope', () => {
       TypeError,
     );
     expect(() => decodeEnvelope(42)).toThrow(TypeError);
+  });
+});
+
+describe('stringifyValue', () => {
+  it('names what the serializer cannot represent, with its article', () => {
+    expect(() => stringifyValue({ toJSON: () => undefined })).toThrow(
+      new TypeError('the serializer cannot represent an object (it returned undefined)'),
+    );
+    expect(() => stringifyValue(() => 1)).toThrow(/cannot represent a function \(it returned undefined\)/);
   });
 });
 
