@@ -65,13 +65,18 @@ export function createNotifier(
   // The keys' channels (and their waiters) on the current subscriber; see `createFillChannels`.
   const channels = createFillChannels(
     {
-      subscribe: (channel, key) => {
+      subscribe: (channel, key, late) => {
         const current = connect();
         if (current === undefined) return undefined;
-        return operations.call('subscribe', key, async () => {
-          await current.connected;
-          await current.connection.subscribe(channel, dispatch);
-        });
+        return operations.call(
+          'subscribe',
+          key,
+          async () => {
+            await current.connected;
+            await current.connection.subscribe(channel, dispatch);
+          },
+          late,
+        );
       },
       open: () => !closed && subscriber !== undefined,
       unsubscribe: (channel, key) => {

@@ -1,6 +1,10 @@
 import type { FillAnnouncement, FillOutcome } from '@stampede/core/adapter';
 import { callSafely } from './call-safely.js';
 
+/** A call that outlived `operationTimeout` (the operation runner's time-out; the command may still land). */
+const isTimeout = (error: unknown): boolean =>
+  (error as { code?: unknown } | null)?.code === 'E_STAMPEDE_BACKEND_TIMEOUT';
+
 /** A waiter's listener: the outcome, and what the announcement carried (the holder's value). */
 export type FillListener = (outcome: FillOutcome, announced?: FillAnnouncement) => void;
 
@@ -22,9 +26,12 @@ export const LINGERING_CHANNELS = 1_000;
 export interface FillChannelsConnection {
   /**
    * Subscribes to `channel` (for a waiter on `key`); resolves once Redis acknowledged it. `undefined`
-   * when no subscriber can be opened (the client has ended): the waiter then polls.
+   * when no subscriber can be opened (the client has ended): the waiter then polls. A SUBSCRIBE that
+   * outlives `operationTimeout` rejects with the time-out, and `late` is called if Redis acknowledges
+   * it after all (pass it as the operation runner's `onLate`): a cold subscriber connection on a busy
+   * server can take that long, and the channel is subscribed from then on.
    */
-  subscribe(channel: string, key: string): Promise<unknown> | undefined;
+  subscribe(channel: string, key: string, late: () => void): Promise<unknown> | undefined;
   /** True while a subscriber is open and the notifier not closed: only then may a channel linger. */
   open(): boolean;
   /** Unsubscribes from `channel`, a lingering channel pushed out by the bound; reports its own faults. */
@@ -73,27 +80,29 @@ export function createFillChannels(
   const lingering = new Set<string>();
 
   const subscribe = (channel: string, key: string): Listeners | undefined => {
-    const sent = connection.subscribe(channel, key);
-    if (sent === undefined) return undefined;
     const created: Listeners = { listeners: new Set(), subscribed: false, pending: [] };
+    const acknowledged = (): void => {
+      // Dropped or unsubscribed meanwhile: nobody is listening on this entry any more.
+      if (channels.get(channel) !== created || created.subscribed) return;
+      created.subscribed = true;
+      for (const confirm of created.pending.splice(0)) callSafely(confirm);
+    };
+    const sent = connection.subscribe(channel, key, acknowledged);
+    if (sent === undefined) return undefined;
     channels.set(channel, created);
-    sent.then(
-      () => {
-        // Dropped or unsubscribed meanwhile: nobody is listening on this entry any more.
-        if (channels.get(channel) !== created) return;
-        created.subscribed = true;
-        for (const confirm of created.pending.splice(0)) callSafely(confirm);
-      },
-      (error: unknown) => {
-        created.pending.length = 0;
-        // Forgotten, so the next waiter subscribes again.
-        if (channels.get(channel) === created && created.listeners.size === 0) {
-          channels.delete(channel);
-          lingering.delete(channel);
-        }
-        connection.report(key, error);
-      },
-    );
+    sent.then(acknowledged, (error: unknown) => {
+      connection.report(key, error);
+      // Only timed out: Redis may still acknowledge it (`acknowledged` then confirms the waiters,
+      // who poll meanwhile). Forgetting it would leave the channel subscribed but never confirmed
+      // for this key's later herds.
+      if (isTimeout(error)) return;
+      created.pending.length = 0;
+      // Refused: forgotten, so the next waiter subscribes again.
+      if (channels.get(channel) === created && created.listeners.size === 0) {
+        channels.delete(channel);
+        lingering.delete(channel);
+      }
+    });
     return created;
   };
 

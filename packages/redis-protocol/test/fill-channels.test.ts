@@ -4,14 +4,14 @@ import { describe, expect, it, vi } from 'vitest';
 import { createFillChannels, type FillChannelsConnection, LINGERING_CHANNELS } from '../src/index.js';
 
 function fakeConnection() {
-  const acks = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
+  const acks = new Map<string, { resolve: () => void; reject: (error: Error) => void; late: () => void }>();
   const sent: string[] = [];
   const reported: unknown[] = [];
   let isOpen = true;
   const connection: FillChannelsConnection = {
-    subscribe(channel) {
+    subscribe(channel, _key, late) {
       sent.push(`subscribe ${channel}`);
-      return new Promise<void>((resolve, reject) => acks.set(channel, { resolve, reject }));
+      return new Promise<void>((resolve, reject) => acks.set(channel, { resolve, reject, late }));
     },
     open: () => isOpen,
     unsubscribe(channel) {
@@ -32,6 +32,18 @@ function fakeConnection() {
     },
     fail: async (channel: string) => {
       acks.get(channel)?.reject(new Error('refused'));
+      await settle();
+    },
+    /** The operation runner's time-out: the SUBSCRIBE is still on its way. */
+    timeOut: async (channel: string) => {
+      acks
+        .get(channel)
+        ?.reject(Object.assign(new Error('did not answer'), { code: 'E_STAMPEDE_BACKEND_TIMEOUT' }));
+      await settle();
+    },
+    /** Redis acknowledges a SUBSCRIBE that had timed out (the runner's `onLate`). */
+    lateAck: async (channel: string) => {
+      acks.get(channel)?.late();
       await settle();
     },
     close: () => {
@@ -58,6 +70,41 @@ describe('createFillChannels', () => {
     const late = vi.fn();
     channels.listen('c', 'k', () => {}, late);
     expect(late).toHaveBeenCalledTimes(1);
+    expect(fake.sent).toEqual(['subscribe c']);
+  });
+
+  it('a SUBSCRIBE acknowledged after its time-out confirms its waiters then, and counts as subscribed', async () => {
+    const fake = fakeConnection();
+    const channels = createFillChannels(fake.connection, decode);
+    const first = vi.fn();
+    const stop = channels.listen('c', 'k', () => {}, first);
+    await fake.timeOut('c');
+    expect(fake.reported).toHaveLength(1);
+    expect(first).not.toHaveBeenCalled();
+    // A waiter that comes while it is still on its way waits for the same acknowledgement.
+    const second = vi.fn();
+    channels.listen('c', 'k', () => {}, second);
+    await fake.lateAck('c');
+    expect(first).toHaveBeenCalledTimes(1);
+    expect(second).toHaveBeenCalledTimes(1);
+    expect(channels.subscribed('c')).toBe(true);
+    stop();
+    // The key's later herds hear it at once, with no second SUBSCRIBE.
+    const later = vi.fn();
+    channels.listen('c', 'k', () => {}, later);
+    expect(later).toHaveBeenCalledTimes(1);
+    expect(fake.sent).toEqual(['subscribe c']);
+  });
+
+  it('a SUBSCRIBE that timed out after its last waiter left is confirmed for the next one when it lands', async () => {
+    const fake = fakeConnection();
+    const channels = createFillChannels(fake.connection, decode);
+    channels.listen('c', 'k', () => {})();
+    await fake.timeOut('c');
+    const next = vi.fn();
+    channels.listen('c', 'k', () => {}, next);
+    await fake.lateAck('c');
+    expect(next).toHaveBeenCalledTimes(1);
     expect(fake.sent).toEqual(['subscribe c']);
   });
 

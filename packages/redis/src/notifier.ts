@@ -56,10 +56,10 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
   // The keys' channels (and their waiters) on the current subscriber; see `createFillChannels`.
   const channels = createFillChannels(
     {
-      subscribe: (channel, key) => {
+      subscribe: (channel, key, late) => {
         const client = connect();
         if (client === undefined) return undefined;
-        return context.call('subscribe', key, () => client.subscribe(channel));
+        return context.call('subscribe', key, () => client.subscribe(channel), late);
       },
       open: () => !closed && subscriber !== undefined,
       unsubscribe: (channel, key) => {
