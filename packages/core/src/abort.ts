@@ -50,3 +50,13 @@ export function onAbort(signal: AbortSignal, listener: () => void): () => void {
     signal.removeEventListener('abort', dispatch);
   };
 }
+
+/**
+ * What a caller whose `signal` aborted is rejected with: the signal's `reason`, or, for a signal
+ * that has none (an `AbortController` polyfill from before `reason` existed), an `AbortError`
+ * `DOMException`, as `signal.throwIfAborted()` would throw: never `undefined`.
+ */
+export function abortReason(signal: AbortSignal): unknown {
+  const reason: unknown = signal.reason;
+  return reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
+}

@@ -1,4 +1,4 @@
-import { onAbort } from './abort.js';
+import { abortReason, onAbort } from './abort.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { type FillFrame, isolatedRequests } from './shared.js';
@@ -259,7 +259,7 @@ export class Flight {
       return settled.ok ? Promise.resolve(settled.value) : Promise.reject(this.errorFor(settled, role));
     }
     if (this.early !== undefined) return Promise.resolve(this.early.value);
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
     // The leader's limit is the flight's own deadline; a joiner's matters only if it ends earlier.
     const timed = limit !== undefined && Date.now() + limit < this.deadline;
     if (role === 'joiner' && isolatedRequests()) return this.watch(signal, timed ? limit : undefined);
@@ -294,7 +294,12 @@ export class Flight {
         }
       };
       this.individual.add(answer);
-      if (signal !== undefined) stopListening = onAbort(signal, () => leave(signal.reason, signal.reason));
+      if (signal !== undefined) {
+        stopListening = onAbort(signal, () => {
+          const reason = abortReason(signal);
+          leave(reason, reason);
+        });
+      }
       if (timed) {
         timer = setLongTimeout(() => {
           const error = this.callerTimeout(limit);
@@ -358,7 +363,7 @@ export class Flight {
       if (signal !== undefined) {
         stopListening = onAbort(signal, () => {
           stop();
-          reject(signal.reason);
+          reject(abortReason(signal));
         });
       }
       timer = setTimeout(look, delay);

@@ -1,4 +1,4 @@
-import { onAbort } from './abort.js';
+import { abortReason, onAbort } from './abort.js';
 import { isPendingRead, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
@@ -232,7 +232,7 @@ export function getOrComputeWith<T>(
   const signal = resolved.signal;
   if (signal?.aborted) {
     state.counters.abortedReads++;
-    return Promise.reject(signal.reason);
+    return Promise.reject(abortReason(signal));
   }
   if (state.flights.size !== 0 && resolved.grace === 0) {
     const flight = state.flights.get(key);
@@ -263,7 +263,7 @@ function checkedRead(
 /** `promise`, unless `signal` aborts first (a caller leaving while its read is still in flight). */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const stop = onAbort(signal, () => reject(signal.reason));
+    const stop = onAbort(signal, () => reject(abortReason(signal)));
     promise.then(
       (value) => {
         stop();
@@ -306,7 +306,7 @@ function afterRead(
   // not start a fill nobody waits for. It is neither a hit nor a miss.
   if (options.signal?.aborted) {
     counters.abortedReads++;
-    return Promise.reject(options.signal.reason);
+    return Promise.reject(abortReason(options.signal));
   }
   if (entry !== undefined) {
     // The coarse clock (while its thread runs) answers for an entry far from expiry, or stale and

@@ -42,7 +42,8 @@ export interface GetOrComputeOptions {
    */
   lockPollInterval?: Duration | undefined;
   /**
-   * This caller stops waiting when it aborts (the promise rejects with the signal's reason); the
+   * This caller stops waiting when it aborts (the promise rejects with the signal's reason, or an
+   * `AbortError` `DOMException` for a signal that has none, as old polyfills make); the
    * shared fill goes on for the other callers, and is aborted only when every caller has left.
    * One signal may serve any number of concurrent calls (a request's signal passed to every lookup
    * it makes): they share one `abort` listener on it, removed when the last of them settles.

@@ -90,6 +90,42 @@ describe('abort signals', () => {
   });
 });
 
+describe('a signal without a reason (an AbortController polyfill from before `reason`)', () => {
+  /** The shape such polyfills give: `aborted` and the listener methods, no `reason`. */
+  function polyfilledSignal() {
+    const listeners = new Set<() => void>();
+    const signal = {
+      aborted: false,
+      addEventListener: (_type: string, listener: () => void) => listeners.add(listener),
+      removeEventListener: (_type: string, listener: () => void) => listeners.delete(listener),
+    };
+    const abort = () => {
+      signal.aborted = true;
+      for (const listener of [...listeners]) listener();
+    };
+    return { signal: signal as unknown as AbortSignal, abort };
+  }
+
+  it('rejects its caller with an AbortError, never undefined: aborted before the call, or while waiting', async () => {
+    const before = polyfilledSignal();
+    before.abort();
+    const early = await settle(getOrComputeWith(testCache(), 'k', { signal: before.signal }, () => 'v'));
+    expect((early as { error: unknown }).error).toBeInstanceOf(DOMException);
+    expect((early as { error: DOMException }).error.name).toBe('AbortError');
+
+    const cache = testCache();
+    const gate = deferred<string>();
+    const during = polyfilledSignal();
+    const leaving = settle(getOrComputeWith(cache, 'k', { signal: during.signal }, () => gate.promise));
+    const staying = getOrComputeWith(cache, 'k', {}, () => 'unused');
+    during.abort();
+    const left = await leaving;
+    expect((left as { error: DOMException }).error.name).toBe('AbortError');
+    gate.resolve('shared');
+    expect(await staying).toBe('shared');
+  });
+});
+
 describe('a caller may abort in every phase', () => {
   it('during a slow read: it rejects at once, nothing is filled for it', async () => {
     const cache = testCache();
