@@ -21,7 +21,8 @@ import { createNotifier } from './notifier.js';
 /** Options of {@link createNodeRedisCache}. */
 export interface NodeRedisCacheOptions {
   /**
-   * The node-redis client to use (`createClient()` of the `redis` package), already connected
+   * The node-redis client to use (`createClient()` of the `redis` package; a `createCluster()` client
+   * is a `TypeError`: use `@stampede/redis` with an ioredis `Cluster`), already connected
    * (`await client.connect()`). You own it: `close()` never closes it (only the subscriber
    * connection the cache opened itself).
    */
@@ -104,11 +105,32 @@ function isNodeRedisClient(client: unknown): boolean {
   return typeof candidate.evalSha === 'function' && typeof candidate.duplicate === 'function';
 }
 
+/**
+ * A `createCluster()` client: it has the commands of a client, but a script's keys are not all in
+ * one slot here (a tagged entry's tags), and its pub/sub is per node: nothing tagged would be
+ * stored, each write and read a fault.
+ */
+function isNodeRedisCluster(client: unknown): boolean {
+  if (typeof client !== 'object' || client === null) return false;
+  const candidate = client as { getSlotMaster?: unknown; nodeClient?: unknown };
+  return typeof candidate.getSlotMaster === 'function' || typeof candidate.nodeClient === 'function';
+}
+
 function checkOptions(options: NodeRedisCacheOptions): void {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   const { client, pushWakeUp, lockClient } = options;
   if (!isNodeRedisClient(client)) {
     throw new TypeError('options.client must be a node-redis client (createClient() of `redis`)');
+  }
+  for (const [option, given] of [
+    ['client', client],
+    ['lockClient', lockClient],
+  ] as const) {
+    if (isNodeRedisCluster(given)) {
+      throw new TypeError(
+        `options.${option} is a node-redis cluster (createCluster()): this binding is for one Redis (createClient()); for Redis Cluster use @stampede/redis with an ioredis Cluster`,
+      );
+    }
   }
   if (lockClient !== undefined && !isNodeRedisClient(lockClient)) {
     throw new TypeError('options.lockClient must be a node-redis client (createClient() of `redis`)');

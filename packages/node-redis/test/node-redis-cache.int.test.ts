@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { getOrComputeWith, statsByCache } from '@stampede/core';
 import { randomPrefix, runToExit, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
-import { createClient } from 'redis';
+import { createClient, createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodeRedisCache, isNodeRedisCacheError, type NodeRedisClient } from '../src/index.js';
 import { connectedClient } from './helpers.js';
@@ -49,6 +49,15 @@ describe('createNodeRedisCache options', () => {
     expect(() => createNodeRedisCache({ client, pushWakeUp: 'yes' as never })).toThrow(/options\.pushWakeUp/);
     expect(() => createNodeRedisCache({ client, operationTimeout: 0 })).toThrow(RangeError);
     expect(() => createNodeRedisCache({ client, prefix: 'a{}' })).toThrow(RangeError);
+    // A createCluster() client has a client's commands, but its tagged writes and reads fail (a
+    // script touching keys of other slots): every call would fill, seen only as backend errors.
+    const cluster = createCluster({ rootNodes: [{ url }] });
+    expect(() => createNodeRedisCache({ client: cluster as unknown as NodeRedisClient })).toThrow(
+      /options\.client is a node-redis cluster \(createCluster\(\)\).*@stampede\/redis with an ioredis Cluster/,
+    );
+    expect(() => createNodeRedisCache({ client, lockClient: cluster as unknown as NodeRedisClient })).toThrow(
+      /options\.lockClient is a node-redis cluster/,
+    );
   });
 
   it('bounds every call by operationTimeout with a NodeRedisCacheError', async () => {
