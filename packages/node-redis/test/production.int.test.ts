@@ -1,5 +1,11 @@
 import { getOrComputeWith, onStampedeEvent, type WarningEvent } from '@stampede/core';
-import { type RedisServer, randomPrefix, startRedisServer, waitFor } from '@stampede/test-support';
+import {
+  type RedisServer,
+  randomPrefix,
+  startRedisCluster,
+  startRedisServer,
+  waitFor,
+} from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -188,5 +194,34 @@ describe('node-redis as a user without channels (the default for a new user on R
     await waitFor(() => refused().length > 0, { message: 'the SUBSCRIBE warning' });
     expect(refused()).toHaveLength(1);
     expect(refused()[0]?.message).toMatch(/NOPERM.*they poll/);
+  });
+});
+
+describe('a node-redis client connected to one node of a Redis Cluster', () => {
+  // MOVED for every key whose slot lives on another node: those keys were never cached, seen only
+  // as backend-error events.
+  it('gets one warning naming MOVED and the fix', async () => {
+    const cluster = await startRedisCluster(3);
+    try {
+      const node = cluster.nodes[0];
+      if (node === undefined) throw new Error('no node');
+      const cache = createNodeRedisCache({
+        client: await connected(`redis://${node.host}:${node.port}`),
+        name: 'nr-moved',
+        prefix: randomPrefix('nr-moved'),
+      });
+      closers.push(() => cache.close());
+      for (let i = 0; i < 6; i++) {
+        await getOrComputeWith(cache, `key-${i}`, { ttl: 60_000, distributedFillLock: true }, () => i);
+      }
+      const mine = warnings.filter((warning) => warning.cache === 'nr-moved');
+      expect(mine).toHaveLength(1);
+      expect(mine[0]?.message).toMatch(
+        /Redis answered MOVED \d+ [\d.]+:\d+ to cache 'nr-moved'.*ioredis Cluster/,
+      );
+      await cache.close();
+    } finally {
+      await cluster.stop();
+    }
   });
 });

@@ -73,6 +73,7 @@ export {
 } from './layout.js';
 export {
   createOperationRunner,
+  isMovedReply,
   type OperationRunner,
   type OperationRunnerOptions,
 } from './operation.js';

@@ -1,4 +1,10 @@
-import { type BackendOperation, raceTimeout, reportBackendError } from '@stampede/core/adapter';
+import {
+  type BackendOperation,
+  messageOf,
+  raceTimeout,
+  reportBackendError,
+  reportWarning,
+} from '@stampede/core/adapter';
 import { createChannelRefusalWatch } from './access.js';
 import type { RedisProtocolErrorFactory } from './errors.js';
 import { createRefusedWriteWatch } from './refused-writes.js';
@@ -25,6 +31,22 @@ export interface OperationRunnerOptions {
    * @default undefined (nothing to keep alive)
    */
   readonly waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+  /**
+   * The client follows Redis Cluster's redirections itself (an ioredis `Cluster`). Otherwise a
+   * `MOVED` reply means it talks to one node of a Cluster as if it were the whole server: one
+   * warning for the cache's life (see {@link isMovedReply}).
+   * @default false
+   */
+  readonly cluster?: boolean | undefined;
+}
+
+/**
+ * A `MOVED` redirection: the key's slot is served by another node of a Redis Cluster. A client that
+ * is not a Cluster client gets it for every key whose slot lives elsewhere: those keys are never
+ * cached (each call a miss and a fill) and their locks never taken.
+ */
+export function isMovedReply(error: unknown): boolean {
+  return error instanceof Error && /^MOVED \d+ /.test(error.message);
 }
 
 /** Bounded calls and fault reports of one cache. */
@@ -62,7 +84,19 @@ export interface OperationRunner {
 /** The {@link OperationRunner} of a cache with these options. */
 export function createOperationRunner(options: OperationRunnerOptions): OperationRunner {
   const { name, label, operationTimeout: ms, createError, mapError, waitUntil } = options;
+  const cluster = options.cluster === true;
+  let warnedMoved = false;
   const rethrow = (error: unknown): never => {
+    if (!cluster && !warnedMoved && isMovedReply(error)) {
+      warnedMoved = true;
+      reportWarning(
+        name,
+        `stampede: Redis answered ${messageOf(error)} to cache '${name}': its client is connected to one node ` +
+          'of a Redis Cluster but is not a Cluster client, so every key whose slot lives on another node is ' +
+          'never cached (a miss and a fill on every call) and its fill lock never taken. Pass an ioredis ' +
+          'Cluster (new Cluster([...])) to @stampede/redis.',
+      );
+    }
     throw mapError === undefined ? error : mapError(error);
   };
   // Writes (on their own, or committed with a lock's release) the server keeps refusing.
@@ -84,7 +118,7 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
       } catch (error) {
         pending = Promise.reject(error);
       }
-      if (mapError !== undefined) pending = pending.catch(rethrow);
+      pending = pending.catch(rethrow);
       if (key !== undefined && (operation === 'set' || operation === 'commit')) {
         // Followed to the end, past a time-out too: a refusal that comes late is still one.
         pending = pending.then(

@@ -7,6 +7,7 @@ import {
   createServerAccess,
   createSlowReadWatch,
   evictionRisk,
+  isMovedReply,
   isPermissionError,
   isServerRefusal,
   REFUSED_WRITE_STREAK,
@@ -239,6 +240,49 @@ describe('createRefusedWriteWatch', () => {
     expect(events).toEqual([]);
     await expect(runner.call('set', 'k', refuse)).rejects.toBe(oom);
     expect(events).toHaveLength(1);
+  });
+});
+
+describe('a MOVED reply to a client that is not a Cluster client', () => {
+  const moved = new Error('MOVED 8579 127.0.0.1:7001');
+
+  it('isMovedReply: a MOVED redirection only', () => {
+    expect(isMovedReply(moved)).toBe(true);
+    for (const other of [
+      'ASK 8579 127.0.0.1:7001',
+      'CLUSTERDOWN The cluster is down',
+      'ERR MOVED',
+      'moved',
+    ]) {
+      expect(isMovedReply(new Error(other))).toBe(false);
+    }
+    expect(isMovedReply('MOVED 1 a:1')).toBe(false);
+  });
+
+  const runner = (name: string, cluster?: boolean) =>
+    createOperationRunner({
+      name,
+      label: 'redis',
+      operationTimeout: 1_000,
+      createError: (code, message, options) => new RedisProtocolError(code, message, options),
+      cluster,
+    });
+
+  it('warns once for the cache (the reply, what it breaks, the fix), and the error still reaches the caller', async () => {
+    const plain = runner('moved-plain');
+    for (const operation of ['get', 'lock', 'set', 'get']) {
+      await expect(plain.call(operation, 'k', () => Promise.reject(moved))).rejects.toBe(moved);
+    }
+    expect(events).toHaveLength(1);
+    expect(events[0]?.type === 'warning' && events[0].message).toMatch(
+      /Redis answered MOVED 8579 127\.0\.0\.1:7001 to cache 'moved-plain': its client is connected to one node of a Redis Cluster but is not a Cluster client.*Pass an ioredis Cluster/,
+    );
+  });
+
+  it('says nothing for a Cluster client (it follows MOVED itself; one that surfaces is transient)', async () => {
+    const cluster = runner('moved-cluster', true);
+    await expect(cluster.call('get', 'k', () => Promise.reject(moved))).rejects.toBe(moved);
+    expect(events).toEqual([]);
   });
 });
 

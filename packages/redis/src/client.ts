@@ -48,6 +48,7 @@ export function protocolClient(client: RedisClient): RedisProtocolClient {
   };
 }
 
-function isCluster(client: RedisClient): client is Cluster {
+/** Whether `client` is an ioredis `Cluster` (it follows MOVED and ASK redirections itself). */
+export function isCluster(client: RedisClient): client is Cluster {
   return typeof (client as Partial<Cluster>).nodes === 'function';
 }

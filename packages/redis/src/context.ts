@@ -4,7 +4,7 @@ import {
   createRedisProtocolContext,
   type RedisProtocolContext,
 } from '@stampede/redis-protocol';
-import { protocolClient, type RedisClient } from './client.js';
+import { isCluster, protocolClient, type RedisClient } from './client.js';
 import { RedisCacheError } from './errors.js';
 
 /** What the parts of one Redis cache share. */
@@ -42,6 +42,8 @@ export function createContext(
     operationTimeout,
     createError: (code, message, options) => new RedisCacheError(code, message, options),
     mapError: redact,
+    // A Cluster client follows MOVED itself; a plain client answered MOVED is misconnected.
+    cluster: isCluster(client) || isCluster(lockClient),
   });
   return {
     client,

@@ -1,4 +1,4 @@
-import { getOrComputeWith, inFlightCount, invalidateTag } from '@stampede/core';
+import { getOrComputeWith, inFlightCount, invalidateTag, onStampedeEvent } from '@stampede/core';
 import { describeCacheConformance } from '@stampede/test-suite';
 import {
   REDIS_PROTOCOL_CAPABILITIES,
@@ -6,7 +6,7 @@ import {
   randomPrefix,
   startRedisCluster,
 } from '@stampede/test-support';
-import { Cluster } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
 import { deletePrefix, herd, startReplicas, stopWorkers, totals } from './helpers.js';
@@ -221,6 +221,38 @@ describe('a Cluster client with keyPrefix', () => {
     } finally {
       await a.close();
       prefixed.disconnect();
+    }
+  });
+});
+
+describe('a plain ioredis client connected to one node of the cluster', () => {
+  // MOVED for every key whose slot lives on another node: those keys were never cached, seen only
+  // as backend-error events.
+  it('gets one warning naming MOVED; a Cluster client on the same keys gets none', async () => {
+    const { server, client } = await cluster();
+    const node = server.nodes[0];
+    if (node === undefined) throw new Error('no node');
+    const plain = new Redis({ host: node.host, port: node.port });
+    const warnings: string[] = [];
+    const stop = onStampedeEvent((event) => {
+      if (event.type === 'warning') warnings.push(`${event.cache}: ${event.message}`);
+    });
+    try {
+      const misconnected = cacheOn(plain as unknown as Cluster, `${prefix}moved:`);
+      const options = { ttl: 60_000, distributedFillLock: true };
+      for (let i = 0; i < 6; i++) await getOrComputeWith(misconnected, `key-${i}`, options, () => i);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(
+        /Redis answered MOVED \d+ [\d.]+:\d+ to cache 'redis'.*not a Cluster client/,
+      );
+      await misconnected.close();
+      warnings.length = 0;
+      const right = cacheOn(client, `${prefix}moved:`);
+      for (let i = 0; i < 6; i++) await getOrComputeWith(right, `key-${i}`, options, () => i);
+      expect(warnings).toEqual([]);
+    } finally {
+      stop();
+      plain.disconnect();
     }
   });
 });
