@@ -26,6 +26,7 @@ import {
   tagKey,
   type WriteGuardArgs,
 } from './layout.js';
+import { createUndecodableWatch } from './refused-writes.js';
 import {
   COMMIT_SCRIPT,
   DELETE_SCRIPT,
@@ -174,9 +175,12 @@ export function createRedisProtocolCache(
 
   // The stored text of `key` as an entry on this process's clock; an undecodable one is reported
   // and read as a miss.
+  const undecodable = createUndecodableWatch(operations.name);
   const decode = (key: string, stored: unknown, offset: number): CacheEntry | undefined => {
     try {
-      return decodeStored(stored, serializer, offset);
+      const entry = decodeStored(stored, serializer, offset);
+      if (stored !== null && stored !== undefined) undecodable.decoded(key);
+      return entry;
     } catch (cause) {
       const error = createError(
         'E_STAMPEDE_BACKEND_DECODE',
@@ -184,6 +188,7 @@ export function createRedisProtocolCache(
         { key, cause },
       );
       operations.report('decode', key, error);
+      undecodable.undecodable(key, error);
       return undefined;
     }
   };

@@ -87,9 +87,12 @@ export {
 } from './options.js';
 export {
   createRefusedWriteWatch,
+  createUndecodableWatch,
   isServerRefusal,
   REFUSED_WRITE_STREAK,
   type RefusedWriteWatch,
+  UNDECODABLE_STREAK,
+  type UndecodableWatch,
 } from './refused-writes.js';
 export type { RedisProtocolCacheMembers } from './remote-cache.js';
 export {

@@ -91,3 +91,44 @@ export function createRefusedWriteWatch(name: string): RefusedWriteWatch {
     },
   };
 }
+
+/** Reads of one key that could not be decoded in a row after which the warning is given. */
+export const UNDECODABLE_STREAK = 3;
+
+/** Watches the reads of one cache for keys whose stored entry never decodes, call after call. */
+export interface UndecodableWatch {
+  /** The entry stored for `key` could not be decoded (`error`): read as a miss. */
+  undecodable(key: string, error: unknown): void;
+  /** An entry stored for `key` was decoded. */
+  decoded(key: string): void;
+}
+
+/**
+ * The decode watch of the cache named `name`. An undecodable entry reads as a miss and the fill
+ * that follows writes over it, so a key whose entry fails to decode again and again has a writer
+ * that keeps storing what this cache cannot read: a serializer whose `parse` does not undo its
+ * `stringify`, replicas with different serializers on one prefix, or another program writing under
+ * the prefix. Every call for it then runs its fill, each only a `backend-error` event. After
+ * {@link UNDECODABLE_STREAK} such reads in a row for one key, one warning for the cache's life.
+ */
+export function createUndecodableWatch(name: string): UndecodableWatch {
+  const streaks = createKeyStreaks(UNDECODABLE_STREAK);
+  let warned = false;
+  return {
+    undecodable(key, error) {
+      if (warned || !streaks.add(key)) return;
+      warned = true;
+      const cause = error instanceof Error && error.cause !== undefined ? error.cause : error;
+      reportWarning(
+        name,
+        `stampede: the entry of '${key}' in cache '${name}' could not be decoded ${UNDECODABLE_STREAK} reads ` +
+          `in a row (${replyText(cause)}): each read is a miss and runs the fill, whose write is then ` +
+          'unreadable again. Common causes: a serializer whose parse does not undo its stringify, replicas ' +
+          'with different serializers on one prefix, another program writing under the prefix.',
+      );
+    },
+    decoded(key) {
+      streaks.end(key);
+    },
+  };
+}

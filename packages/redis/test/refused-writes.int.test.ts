@@ -139,3 +139,73 @@ describe('values the serializer cannot carry', () => {
     await vi.waitFor(async () => expect((await cache.get('row'))?.value).toEqual({ id: 1 }));
   });
 });
+
+describe('entries that never decode', () => {
+  it("a serializer whose parse does not undo its stringify: one warning after 3 undecodable reads of a key; other keys' good reads are no end of it", async () => {
+    const client = new Redis((await testRedis()).url);
+    clients.push(client);
+    // Reads back what it wrote for `plain`, throws for objects: a serializer that is not its own inverse.
+    const serializer = {
+      stringify: (value: unknown) => JSON.stringify(value),
+      parse: (text: string) => {
+        if (text.startsWith('{')) throw new Error('not a value this parse knows');
+        return JSON.parse(text) as unknown;
+      },
+    };
+    const cache = createRedisCache({
+      client,
+      name: 'undecodable',
+      prefix: randomPrefix('undecodable'),
+      serializer,
+    });
+    caches.push(cache);
+    let fills = 0;
+    for (let i = 0; i < 4; i++) {
+      // Each read of 'row' is a miss (its entry cannot be decoded) and fills; the write lands before the next.
+      expect(
+        await getOrComputeWith(cache, 'row', { ttl: '1m' }, () => {
+          fills++;
+          return { n: i };
+        }),
+      ).toEqual({ n: i });
+      await vi.waitFor(async () => expect(await client.exists(`${cache.prefix}{row}`)).toBe(1));
+      expect(await getOrComputeWith(cache, 'plain', { ttl: '1m' }, () => 'text')).toBe('text');
+    }
+    expect(fills).toBe(4);
+    const warned = warningsOf('undecodable');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]?.message).toMatch(
+      /the entry of 'row' in cache 'undecodable' could not be decoded 3 reads in a row \(not a value this parse knows\)/,
+    );
+  });
+
+  it('an entry that decodes ends the streak: foreign text written twice between good entries gives no warning', async () => {
+    const client = new Redis((await testRedis()).url);
+    clients.push(client);
+    const cache = createRedisCache({
+      client,
+      name: 'undecodable-ended',
+      prefix: randomPrefix('undecodable'),
+    });
+    caches.push(cache);
+    const key = `${cache.prefix}{k}`;
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 2; i++) {
+        await client.set(key, 'written by another program');
+        expect(await cache.get('k')).toBeUndefined();
+      }
+      await cache.set(
+        'k',
+        {
+          value: round,
+          createdAt: Date.now(),
+          freshUntil: Date.now() + 60_000,
+          staleUntil: Date.now() + 60_000,
+        },
+        { ttl: 60_000 },
+      );
+      expect((await cache.get('k'))?.value).toBe(round);
+    }
+    expect(warningsOf('undecodable-ended')).toEqual([]);
+  });
+});
