@@ -6,6 +6,7 @@ import {
   createRefusedWriteWatch,
   createServerAccess,
   createSlowReadWatch,
+  createUndecodableWatch,
   evictionRisk,
   isMovedReply,
   isPermissionError,
@@ -13,6 +14,7 @@ import {
   REFUSED_WRITE_STREAK,
   RedisProtocolError,
   SLOW_READ_STREAK,
+  UNDECODABLE_STREAK,
 } from '../src/index.js';
 
 const events: StampedeEvent[] = [];
@@ -239,6 +241,29 @@ describe('createRefusedWriteWatch', () => {
     await runner.call('commit', 'k', refuse).catch(() => {});
     expect(events).toEqual([]);
     await expect(runner.call('set', 'k', refuse)).rejects.toBe(oom);
+    expect(events).toHaveLength(1);
+  });
+});
+
+describe('createUndecodableWatch', () => {
+  const bad = new RedisProtocolError('E_STAMPEDE_BACKEND_DECODE', "cannot decode the entry of 'a'", {
+    cause: new SyntaxError('Unexpected token'),
+  });
+
+  it('warns once, at the third undecodable read of one key in a row, naming the key and the cause', () => {
+    const watch = createUndecodableWatch('decode-test');
+    for (let i = 0; i < UNDECODABLE_STREAK - 1; i++) watch.undecodable('a', bad);
+    // A good read of the key ends its streak; another key's failures are no part of it.
+    watch.decoded('a');
+    watch.undecodable('b', bad);
+    for (let i = 0; i < UNDECODABLE_STREAK - 1; i++) watch.undecodable('a', bad);
+    expect(events).toEqual([]);
+    watch.undecodable('a', bad);
+    expect(events).toHaveLength(1);
+    expect(events[0]?.type === 'warning' && events[0].message).toMatch(
+      /the entry of 'a' in cache 'decode-test' could not be decoded 3 reads in a row \(Unexpected token\)/,
+    );
+    for (let i = 0; i < UNDECODABLE_STREAK; i++) watch.undecodable('b', bad);
     expect(events).toHaveLength(1);
   });
 });
