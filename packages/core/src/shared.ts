@@ -80,9 +80,10 @@ export interface Shared {
    */
   printedWarnings?: Set<string>;
   /**
-   * Each local cache in use as a tiered cache's L1, with that tiered cache's claim on it (`tiered.ts`): one
-   * L1 behind two tiered caches would answer one's keys with the other's values. Optional: a shared
-   * object made by an older copy lacks it, and the first copy that needs it creates it.
+   * Each local cache in use as a tiered cache's L1, with that tiered cache's claim on it
+   * (`tiered.ts`): one L1 behind two tiered caches would answer one's keys with the other's values.
+   * Optional: a shared object made by an older copy lacks it, and the first copy that needs it
+   * creates it.
    */
   localTiers?: WeakMap<object, { readonly name: string }>;
 }
