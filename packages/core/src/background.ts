@@ -34,7 +34,7 @@ export interface StampedeConfig {
    * The uniform random source in [0, 1) that `earlyRefresh` draws from on each fresh hit. Replace it
    * to make early refreshes reproducible (a seeded generator in tests); the values must be uniform
    * for the refresh rate to follow the XFetch formula. A source that throws costs the hit nothing:
-   * that draw starts no refresh, and a `warning` says so (on the console once per text).
+   * that draw starts no refresh, and a `warning` says so (once per cache).
    * @default Math.random
    */
   random?: () => number;

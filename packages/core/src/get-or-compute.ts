@@ -438,15 +438,20 @@ function drawsEarlyRefresh(
   return threshold >= freshUntil - Date.now();
 }
 
+// Caches whose hits met a random source that throws, warned of once each.
+const warnedRandom = new WeakSet<CacheState>();
+
 /**
  * One draw of `configure({ random })`. A source that throws costs the hit nothing: the draw counts
- * as 1 (no early refresh) and the user is warned once per text.
+ * as 1 (no early refresh), with one warning per cache.
  */
 function draw(state: CacheState): number {
   const random = shared.random ?? Math.random;
   try {
     return random();
   } catch (error) {
+    if (warnedRandom.has(state)) return 1;
+    warnedRandom.add(state);
     reportWarning(
       state.name,
       `stampede: the random source given to configure({ random }) threw (${messageOf(error)}); earlyRefresh draws no refresh while it throws`,
