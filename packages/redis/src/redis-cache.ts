@@ -1,19 +1,21 @@
-import type {
-  Cache,
-  CacheBus,
-  Duration,
-  FillAnnouncement,
-  FillOutcome,
-  SerializerOption,
+import {
+  type Cache,
+  type CacheBus,
+  type Duration,
+  type FillAnnouncement,
+  type FillOutcome,
+  reportWarning,
+  type SerializerOption,
 } from '@stampede/core/adapter';
 import {
   busChannel,
   createRedisProtocolCache,
   parseRedisProtocolOptions,
+  prefixPinsSlot,
   type RedisProtocolCacheMembers,
 } from '@stampede/redis-protocol';
 import type { Cluster, Redis } from 'ioredis';
-import { keyPrefixOf } from './client.js';
+import { isCluster, keyPrefixOf, type RedisClient } from './client.js';
 import { createContext } from './context.js';
 import { RedisCacheError } from './errors.js';
 import { createNotifier } from './notifier.js';
@@ -161,6 +163,7 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     tombstoneTtl,
     createError: (code, message, details) => new RedisCacheError(code, message, details),
   });
+  warnReplicaReads(client, name, remotePrefix);
   const notifier = createNotifier(context, (message) => cache.decodeAnnouncement(message));
   const channel = busChannel(remotePrefix);
   const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
@@ -221,4 +224,26 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       return notifier.close();
     },
   };
+}
+
+/**
+ * A `Cluster` made with `scaleReads` other than `'master'` sends GETs to replicas, and in a Cluster
+ * the cache reads entries (and tagged entries' tags) with GET, unless its prefix pins one slot: a
+ * read may then be a replication lag
+ * behind a write, a delete or a tag invalidation, which the cache's guarantees do not allow for.
+ * One warning as the cache is made (scripts, the lock and writes still go to the primaries).
+ */
+function warnReplicaReads(client: RedisClient, name: string, prefix: string): void {
+  // A prefix that pins one slot reads by script, which goes to the primary.
+  if (!isCluster(client) || prefixPinsSlot(prefix)) return;
+  const scaleReads = (client as { options?: { scaleReads?: unknown } }).options?.scaleReads;
+  if (scaleReads === undefined || scaleReads === 'master') return;
+  const how = typeof scaleReads === 'string' ? `'${scaleReads}'` : 'a function';
+  reportWarning(
+    name,
+    `stampede: the Cluster client of cache '${name}' has scaleReads ${how}: it reads entries from replicas, ` +
+      'so a read may be a replication lag behind a write, a delete or a tag invalidation (an invalidated value ' +
+      "served for that long). Give the cache a Cluster client with scaleReads 'master' (the default), or a " +
+      "prefix that pins one slot ('app{1}:'), which reads by script on the primaries.",
+  );
 }

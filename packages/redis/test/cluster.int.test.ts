@@ -256,3 +256,30 @@ describe('a plain ioredis client connected to one node of the cluster', () => {
     }
   });
 });
+
+describe("a Cluster client with scaleReads other than 'master'", () => {
+  // GETs go to replicas: a read may be a replication lag behind a delete or a tag invalidation.
+  it('gets one warning as the cache is made; the default client, or a prefix that pins a slot, none', async () => {
+    const { server, client } = await cluster();
+    const replicas = new Cluster([...server.nodes], { scaleReads: 'slave' });
+    const warnings: string[] = [];
+    const stop = onStampedeEvent((event) => {
+      if (event.type === 'warning') warnings.push(event.message);
+    });
+    try {
+      const scaled = createRedisCache({ client: replicas, prefix: `${prefix}scaled:`, name: 'scaled' });
+      await scaled.close();
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/cache 'scaled' has scaleReads 'slave': it reads entries from replicas/);
+      const plain = createRedisCache({ client, prefix: `${prefix}scaled:`, name: 'not-scaled' });
+      await plain.close();
+      // A prefix that pins one slot reads by script, on the primaries.
+      const pinned = createRedisCache({ client: replicas, prefix: `${prefix}{scaled}:`, name: 'pinned' });
+      await pinned.close();
+      expect(warnings).toHaveLength(1);
+    } finally {
+      stop();
+      replicas.disconnect();
+    }
+  });
+});
