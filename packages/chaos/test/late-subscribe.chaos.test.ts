@@ -3,7 +3,9 @@ import {
   getOrComputeWith,
   inFlightCount,
   onStampedeEvent,
+  resetStats,
   type StampedeEvent,
+  statsByCache,
 } from '@stampede/core';
 import { createRedisCache, type RedisCache } from '@stampede/redis';
 import { randomPrefix, testRedis } from '@stampede/test-support';
@@ -63,6 +65,7 @@ describe('a SUBSCRIBE acknowledged after operationTimeout', () => {
     });
     caches.push(holder, loserCache);
     await sleep(200); // both warmed up (scripts, clock, subscriber connections)
+    resetStats();
     const timedOut: StampedeEvent[] = [];
     const stop = onStampedeEvent((event) => {
       if (event.type !== 'backend-error' || event.operation !== 'subscribe') return;
@@ -90,6 +93,11 @@ describe('a SUBSCRIBE acknowledged after operationTimeout', () => {
         const held = await getOrComputeWith(holder, herdKey, options, async () => {
           loserStarted = performance.now();
           loserCall = getOrComputeWith(loser, herdKey, options, loserFill);
+          // The loser has lost its lock attempt (and is subscribing) before the fill's time runs.
+          await vi.waitFor(() => expect(statsByCache()['late-loser']?.lockContended).toBe(round + 1), {
+            interval: 1,
+            timeout: 10_000,
+          });
           await sleep(HELD_MS);
           announcedAt = performance.now();
           return 'held';
