@@ -110,7 +110,7 @@ describe('dashboards/stampede.json', () => {
     }
   });
 
-  it('shows fills vs coalesced waits, hit ratio, stale served, lock contention, fill duration quantiles and fail-safe answers', () => {
+  it('shows fills vs coalesced waits, hit ratio, stale served, lock contention, fill duration quantiles, fail-safe answers, tiered caches, tags and value checks', () => {
     const used = new Set(exprs.flatMap(metricNamesIn));
     for (const name of [
       'stampede_fills_total',
@@ -125,6 +125,12 @@ describe('dashboards/stampede.json', () => {
       'stampede_lock_wait_duration_seconds_bucket',
       'stampede_fail_safe_activations_total',
       'stampede_soft_timeouts_total',
+      'stampede_l1_hits_total',
+      'stampede_l2_hits_total',
+      'stampede_bus_evictions_total',
+      'stampede_bus_recoveries_total',
+      'stampede_tag_invalidations_total',
+      'stampede_check_value_failures_total',
     ])
       expect(used).toContain(name);
     expect(
