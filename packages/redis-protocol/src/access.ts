@@ -1,4 +1,5 @@
 import { messageOf, reportWarning } from '@stampede/core/adapter';
+import { redactServerEcho } from './errors.js';
 
 /**
  * What the Redis user may do, as learnt from the server's refusals. Starts with everything allowed;
@@ -18,7 +19,10 @@ export interface ServerAccess {
    * on `lockPollInterval`), so each release is not refused again.
    */
   readonly publish: boolean;
-  /** Looks at a script's failure: a permission refusal turns `scripts` off (warning once). */
+  /**
+   * Looks at a script's failure: a permission refusal, or a server that does not know EVAL/EVALSHA,
+   * turns `scripts` off (warning once).
+   */
   scriptFailed(error: unknown): void;
   /** Turns `publish` off after a refused announcement (warning once). */
   publishRefused(error: unknown): void;
@@ -37,6 +41,16 @@ export interface ServerAccess {
 export function isPermissionError(error: unknown): boolean {
   const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
   return /\bNOPERM\b|user executing the script can't/i.test(message);
+}
+
+/**
+ * True for a server that does not know the scripting commands: EVAL/EVALSHA renamed or disabled
+ * with `rename-command` (a hardened or managed Redis). Redis 7 quotes the name with `'`, Redis 6 with
+ * a backquote.
+ */
+export function isScriptingUnavailable(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
+  return /unknown command [`'](?:eval|evalsha)(?:_ro)?[`']/i.test(message);
 }
 
 const ACL_HINT =
@@ -70,13 +84,18 @@ export function createServerAccess(name: string): ServerAccess {
       return publish;
     },
     scriptFailed(error) {
-      if (!scripts || !isPermissionError(error)) return;
+      if (!scripts) return;
+      const unavailable = isScriptingUnavailable(error);
+      if (!unavailable && !isPermissionError(error)) return;
       scripts = false;
+      const fix = unavailable
+        ? 'enable EVAL and EVALSHA on this server (they are renamed or disabled by rename-command), or use one that has them'
+        : ACL_HINT;
       reportWarning(
         name,
-        `stampede: Redis refused a script of cache '${name}' (${messageOf(error)}). Values are written and ` +
+        `stampede: Redis refused a script of cache '${name}' (${messageOf(redactServerEcho(error))}). Values are written and ` +
           'fill locks released by Lua scripts (EVAL/EVALSHA): nothing is stored, and the cache no longer takes ' +
-          `the fill lock, so protection is in-process only (one fill per process, not per fleet); ${ACL_HINT}.`,
+          `the fill lock, so protection is in-process only (one fill per process, not per fleet); ${fix}.`,
       );
     },
     auxiliaryFailed(command, error) {

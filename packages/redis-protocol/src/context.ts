@@ -1,4 +1,4 @@
-import { createServerAccess, type ServerAccess } from './access.js';
+import { createServerAccess, isScriptingUnavailable, type ServerAccess } from './access.js';
 import type { RedisProtocolClient } from './client.js';
 import type { OperationRunner } from './operation.js';
 import { createScriptRunner, type ScriptRunner } from './scripts.js';
@@ -37,7 +37,9 @@ function watched(runner: ScriptRunner, access: ServerAccess): ScriptRunner {
       return await runner(script, keys, args);
     } catch (error) {
       const announcing = script.announcement !== undefined && (args[script.announcement] ?? '') !== '';
-      if (script.auxiliary !== undefined) access.auxiliaryFailed(script.auxiliary, error);
+      // A server without EVAL/EVALSHA refuses every script, whatever it holds.
+      if (isScriptingUnavailable(error)) access.scriptFailed(error);
+      else if (script.auxiliary !== undefined) access.auxiliaryFailed(script.auxiliary, error);
       else if (!announcing) access.scriptFailed(error);
       throw error;
     }

@@ -67,3 +67,28 @@ export function hasRedisProtocolErrorShape(error: unknown, name: string): boolea
 export function isRedisProtocolError(error: unknown): error is RedisProtocolError {
   return error instanceof RedisProtocolError || hasRedisProtocolErrorShape(error, 'RedisProtocolError');
 }
+
+const ECHO = ', with args beginning with: ';
+
+/**
+ * `error` without the arguments Redis echoes in some replies (`ERR unknown command 'evalsha', with
+ * args beginning with: '<sha>' '1' '<key>' '<value...>'`): up to 128 characters of the command,
+ * which for a write include the start of the cached value. Cut to `[redacted]`, in the message and
+ * the stack; anything the reply carries after them (a client's own suffix) is kept. Idempotent.
+ */
+export function redactServerEcho(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  const original = error.message;
+  const at = original.indexOf(ECHO);
+  if (at === -1 || original.startsWith('[redacted]', at + ECHO.length)) return error;
+  // A client's suffix (@upstash/redis's ", command was: ...") follows the echo: kept for its own redaction.
+  const suffix = original.indexOf(', command was:', at);
+  const message = `${original.slice(0, at)}${ECHO}[redacted]${suffix === -1 ? '' : original.slice(suffix)}`;
+  try {
+    error.message = message;
+    if (typeof error.stack === 'string') error.stack = error.stack.replace(original, () => message);
+  } catch {
+    // A frozen error keeps its message: nothing better can be done without losing the error.
+  }
+  return error;
+}

@@ -3,6 +3,7 @@ export {
   createChannelRefusalWatch,
   createServerAccess,
   isPermissionError,
+  isScriptingUnavailable,
   type ServerAccess,
 } from './access.js';
 export {
@@ -22,6 +23,7 @@ export {
   type RedisProtocolErrorCode,
   type RedisProtocolErrorFactory,
   type RedisProtocolErrorOptions,
+  redactServerEcho,
 } from './errors.js';
 export { checkEvictionPolicy, evictionRisk } from './eviction.js';
 export {

@@ -6,7 +6,7 @@ import {
   reportWarning,
 } from '@stampede/core/adapter';
 import { createChannelRefusalWatch } from './access.js';
-import type { RedisProtocolErrorFactory } from './errors.js';
+import { type RedisProtocolErrorFactory, redactServerEcho } from './errors.js';
 import { createRefusedWriteWatch } from './refused-writes.js';
 
 /** Options of {@link createOperationRunner}. */
@@ -97,7 +97,8 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
           'Cluster (new Cluster([...])) to @stampede/redis.',
       );
     }
-    throw mapError === undefined ? error : mapError(error);
+    const redacted = redactServerEcho(error);
+    throw mapError === undefined ? redacted : mapError(redacted);
   };
   // Writes (on their own, or committed with a lock's release) the server keeps refusing.
   const refusedWrites = createRefusedWriteWatch(name);

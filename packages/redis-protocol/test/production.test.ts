@@ -10,9 +10,11 @@ import {
   evictionRisk,
   isMovedReply,
   isPermissionError,
+  isScriptingUnavailable,
   isServerRefusal,
   REFUSED_WRITE_STREAK,
   RedisProtocolError,
+  redactServerEcho,
   SLOW_READ_STREAK,
   UNDECODABLE_STREAK,
 } from '../src/index.js';
@@ -242,6 +244,45 @@ describe('createRefusedWriteWatch', () => {
     expect(events).toEqual([]);
     await expect(runner.call('set', 'k', refuse)).rejects.toBe(oom);
     expect(events).toHaveLength(1);
+  });
+});
+
+describe('a server without EVAL/EVALSHA, and the arguments Redis echoes', () => {
+  it('isScriptingUnavailable: EVAL or EVALSHA unknown (Redis 7 and Redis 6 quoting), nothing else', () => {
+    for (const message of [
+      "ERR unknown command 'evalsha', with args beginning with: 'abc' '1' ",
+      'ERR unknown command `EVAL`, with args beginning with: ',
+      "ERR unknown command 'evalsha_ro', with args beginning with: ",
+    ]) {
+      expect(isScriptingUnavailable(new Error(message))).toBe(true);
+    }
+    for (const message of [
+      "ERR unknown command 'config', with args beginning with: 'GET' ",
+      'NOPERM eval',
+      'OOM',
+    ]) {
+      expect(isScriptingUnavailable(new Error(message))).toBe(false);
+    }
+  });
+
+  it('redactServerEcho cuts the echoed arguments from message and stack, keeps a client suffix, and is idempotent', () => {
+    const echoed =
+      "ERR unknown command 'evalsha', with args beginning with: 'f00c' '1' 'p:{k}' 's2|1|2|3|4|{\"ssn\":\"123-45' ";
+    const error = new Error(echoed);
+    expect(redactServerEcho(error)).toBe(error);
+    expect(error.message).toBe("ERR unknown command 'evalsha', with args beginning with: [redacted]");
+    expect(error.stack).not.toMatch(/ssn/);
+    expect(redactServerEcho(error)).toBe(error);
+    expect(error.message).toBe("ERR unknown command 'evalsha', with args beginning with: [redacted]");
+    const upstash = new Error(`${echoed}, command was: ["evalsha","f00c"]`);
+    redactServerEcho(upstash);
+    expect(upstash.message).toBe(
+      'ERR unknown command \'evalsha\', with args beginning with: [redacted], command was: ["evalsha","f00c"]',
+    );
+    const plain = new Error('OOM command not allowed');
+    redactServerEcho(plain);
+    expect(plain.message).toBe('OOM command not allowed');
+    expect(redactServerEcho('text')).toBe('text');
   });
 });
 

@@ -116,6 +116,57 @@ describe('a Redis user without EVAL/EVALSHA', () => {
   });
 });
 
+describe('a Redis whose EVAL and EVALSHA are disabled by rename-command (a hardened or managed server)', () => {
+  it('warns once per cache as for a refused script, herds run in-process, and no event echoes a value', async () => {
+    // Before: only backend-error events, and the server's reply echoes the command's first
+    // arguments (`with args beginning with: '<sha>' '1' '<key>' '<envelope...>'`): the value's start.
+    const renamed = await startRedisServer([
+      '--rename-command',
+      'EVAL',
+      '',
+      '--rename-command',
+      'EVALSHA',
+      '',
+    ]);
+    try {
+      const replicas = ['renamed-a', 'renamed-b'].map((name) => {
+        const client = new Redis(renamed.url);
+        client.on('error', () => {});
+        clients.push(client);
+        const cache = createRedisCache({ client, name, prefix: 'stampede:' });
+        caches.push(cache);
+        return cache;
+      });
+      const options = { ttl: 60_000, distributedFillLock: true, lockWaitTimeout: 5_000 };
+      for (const key of ['renamed-1', 'renamed-2']) {
+        const herd = await herdOn(replicas, key, options);
+        expect(herd.slowestMs).toBeLessThan(2_000);
+        expect(herd.fills).toBe(2);
+      }
+      for (const cache of replicas) {
+        expect(cache.tryAcquireFillLock).toBeUndefined();
+        const scriptWarnings = warningsOf(cache.name).filter((w) => /refused a script/.test(w.message));
+        expect(scriptWarnings).toHaveLength(1);
+        expect(scriptWarnings[0]?.message).toMatch(
+          /unknown command 'evalsha', with args beginning with: \[redacted\]/,
+        );
+        expect(scriptWarnings[0]?.message).toMatch(/rename-command/);
+        const faults = backendErrorsOf(cache.name);
+        expect(faults.length).toBeGreaterThan(0);
+        for (const fault of faults) {
+          const text = JSON.stringify({
+            message: (fault as { error: Error }).error.message,
+            stack: (fault as { error: Error }).error.stack,
+          });
+          expect(text).not.toMatch(/s2\||renamed-[ab]/);
+        }
+      }
+    } finally {
+      await renamed.stop();
+    }
+  });
+});
+
 describe('a Redis user without PUBLISH', () => {
   it('warns once per cache; the lock is still released and later releases do not announce (nor fail)', async () => {
     const replicas = [cacheAs('nopublish', 'acl-nopublish-a'), cacheAs('nopublish', 'acl-nopublish-b')];
