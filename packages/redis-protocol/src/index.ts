@@ -76,6 +76,7 @@ export {
 export {
   createOperationRunner,
   isMovedReply,
+  isSubscriberModeError,
   type OperationRunner,
   type OperationRunnerOptions,
 } from './operation.js';

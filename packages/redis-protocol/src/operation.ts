@@ -49,6 +49,14 @@ export function isMovedReply(error: unknown): boolean {
   return error instanceof Error && /^MOVED \d+ /.test(error.message);
 }
 
+/**
+ * ioredis's refusal of a command on a connection that subscribed to a channel: a client the
+ * application also uses for its own pub/sub can run nothing else, so a cache on it stores nothing.
+ */
+export function isSubscriberModeError(error: unknown): boolean {
+  return error instanceof Error && /^Connection in subscriber mode\b/.test(error.message);
+}
+
 /** Bounded calls and fault reports of one cache. */
 export interface OperationRunner {
   /** The cache's name in reports. */
@@ -86,7 +94,17 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
   const { name, label, operationTimeout: ms, createError, mapError, waitUntil } = options;
   const cluster = options.cluster === true;
   let warnedMoved = false;
+  let warnedSubscriber = false;
   const rethrow = (error: unknown): never => {
+    if (!warnedSubscriber && isSubscriberModeError(error)) {
+      warnedSubscriber = true;
+      reportWarning(
+        name,
+        `stampede: the client of cache '${name}' is in subscriber mode (it ran SUBSCRIBE or PSUBSCRIBE): it ` +
+          'can run no other command, so nothing is read, stored or locked (a miss and a fill on every call). ' +
+          'Give the cache a client of its own (client.duplicate()).',
+      );
+    }
     if (!cluster && !warnedMoved && isMovedReply(error)) {
       warnedMoved = true;
       reportWarning(

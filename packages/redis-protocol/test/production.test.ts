@@ -12,6 +12,7 @@ import {
   isPermissionError,
   isScriptingUnavailable,
   isServerRefusal,
+  isSubscriberModeError,
   REFUSED_WRITE_STREAK,
   RedisProtocolError,
   redactServerEcho,
@@ -342,6 +343,20 @@ describe('a MOVED reply to a client that is not a Cluster client', () => {
     expect(events).toHaveLength(1);
     expect(events[0]?.type === 'warning' && events[0].message).toMatch(
       /Redis answered MOVED 8579 127\.0\.0\.1:7001 to cache 'moved-plain': its client is connected to one node of a Redis Cluster but is not a Cluster client.*Pass an ioredis Cluster/,
+    );
+  });
+
+  it('a client in subscriber mode (ioredis): one warning for the cache, whatever the operation', async () => {
+    const subscribed = new Error('Connection in subscriber mode, only subscriber commands may be used');
+    expect(isSubscriberModeError(subscribed)).toBe(true);
+    expect(isSubscriberModeError(new Error('ERR Connection in subscriber mode'))).toBe(false);
+    const plain = runner('subscriber-mode');
+    for (const operation of ['warm-up', 'get', 'set']) {
+      await expect(plain.call(operation, 'k', () => Promise.reject(subscribed))).rejects.toBe(subscribed);
+    }
+    expect(events).toHaveLength(1);
+    expect(events[0]?.type === 'warning' && events[0].message).toMatch(
+      /subscriber mode.*client\.duplicate\(\)/,
     );
   });
 

@@ -209,3 +209,25 @@ describe('entries that never decode', () => {
     expect(warningsOf('undecodable-ended')).toEqual([]);
   });
 });
+
+describe('a client the application also uses for its own pub/sub (subscriber mode)', () => {
+  it('gets one warning: it can run no other command, so nothing is read or stored', async () => {
+    const client = new Redis((await testRedis()).url);
+    clients.push(client);
+    await client.subscribe(`${randomPrefix('app-channel')}events`);
+    const cache = createRedisCache({
+      client,
+      name: 'subscriber-mode',
+      prefix: randomPrefix('subscriber-mode'),
+    });
+    caches.push(cache);
+    for (let i = 0; i < 3; i++) {
+      expect(await getOrComputeWith(cache, `k${i}`, { ttl: '1m', distributedFillLock: true }, () => i)).toBe(
+        i,
+      );
+    }
+    const warned = warningsOf('subscriber-mode');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]?.message).toMatch(/is in subscriber mode .*client\.duplicate\(\)/);
+  });
+});
