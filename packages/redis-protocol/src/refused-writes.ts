@@ -46,6 +46,11 @@ function replyText(error: unknown): string {
   return reply.length > 200 ? `${reply.slice(0, 200)}...` : reply;
 }
 
+/** What a binding's wrapping error (encode, decode) was made from: its `cause`, when it has one. */
+function causeOf(error: unknown): unknown {
+  return error instanceof Error && error.cause !== undefined ? error.cause : error;
+}
+
 const NEVER_STORED =
   'nothing is stored for this key, so every call for it runs the fill again, on every replica.';
 
@@ -77,11 +82,10 @@ export function createRefusedWriteWatch(name: string): RefusedWriteWatch {
     unserialisable(key, error) {
       if (warnedUnserialisable || !unserialisable.add(key)) return;
       warnedUnserialisable = true;
-      const cause = error instanceof Error && error.cause !== undefined ? error.cause : error;
       reportWarning(
         name,
         `stampede: ${REFUSED_WRITE_STREAK} values in a row of '${key}' in cache '${name}' could not be ` +
-          `serialised (${replyText(cause)}): ${NEVER_STORED} Return values the serializer carries ` +
+          `serialised (${replyText(causeOf(error))}): ${NEVER_STORED} Return values the serializer carries ` +
           '(under JSON: no BigInt, no cycles), or pass a serializer that carries them (superjson, devalue).',
       );
     },
@@ -118,11 +122,10 @@ export function createUndecodableWatch(name: string): UndecodableWatch {
     undecodable(key, error) {
       if (warned || !streaks.add(key)) return;
       warned = true;
-      const cause = error instanceof Error && error.cause !== undefined ? error.cause : error;
       reportWarning(
         name,
         `stampede: the entry of '${key}' in cache '${name}' could not be decoded ${UNDECODABLE_STREAK} reads ` +
-          `in a row (${replyText(cause)}): each read is a miss and runs the fill, whose write is then ` +
+          `in a row (${replyText(causeOf(error))}): each read is a miss and runs the fill, whose write is then ` +
           'unreadable again. Common causes: a serializer whose parse does not undo its stringify, replicas ' +
           'with different serializers on one prefix, another program writing under the prefix.',
       );
