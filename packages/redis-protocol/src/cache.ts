@@ -262,9 +262,12 @@ export function createRedisProtocolCache(
       return !(wrote === 0 || wrote === '0');
     },
     async delete(key) {
+      const names = remoteKeys(prefix, key);
+      // Where the locks live with the values, the tombstone lives as long as a fill's lock.
+      const keys = writer === undefined ? [names.value] : [names.value, names.lock];
       await operations.keepAlive(
         operations.call('delete', key, () =>
-          runScript(DELETE_SCRIPT, [remoteKeys(prefix, key).value], [pxArgument(tombstoneTtl), serverNow()]),
+          runScript(DELETE_SCRIPT, keys, [pxArgument(tombstoneTtl), serverNow()]),
         ),
       );
     },

@@ -74,7 +74,8 @@ export function fillLockHandle(
     async extend(ttl: number): Promise<boolean> {
       if (released) return false;
       const held = await operations.call('extend', key, () =>
-        runLockScript(EXTEND_SCRIPT, [lock], [token, pxArgument(ttl)]),
+        // Where the lock lives with the values, a tombstone on the key is extended with it.
+        runLockScript(EXTEND_SCRIPT, writer === undefined ? [lock] : [lock, value], [token, pxArgument(ttl)]),
       );
       return Number(held) === 1;
     },

@@ -300,14 +300,22 @@ if t.err then now = tonumber(ARGV[${argv}]) else now = t[1] * 1000 + math.floor(
 if not now then return redis.error_reply('ERR TIME refused and no time given in ARGV[${argv}]') end`;
 
 /**
- * Lua: KEYS[1] value key; ARGV[1] PX (the tombstone's TTL); ARGV[2] the caller's estimate of the
- * server's time in ms, used only when `TIME` is refused. Replaces the entry with a tombstone
- * holding the Redis server's time (`TIME`, in ms), so the write guard compares a fill's start with
- * the deletion on one clock, the server's, whatever the replicas' clocks say.
+ * Lua: KEYS[1] value key, KEYS[2] (optional) the key's lock key, where the locks live with the
+ * values; ARGV[1] PX (the tombstone's TTL); ARGV[2] the caller's estimate of the server's time in
+ * ms, used only when `TIME` is refused. Replaces the entry with a tombstone holding the Redis
+ * server's time (`TIME`, in ms), so the write guard compares a fill's start with the deletion on
+ * one clock, the server's, whatever the replicas' clocks say. While a fill holds the key's lock the
+ * tombstone lives at least as long as the lock, and {@link EXTEND_LOCK_LUA} extends it with the
+ * lock: a locked fill that started before the delete can never outlive it and write its older value.
  */
 export const DELETE_LUA = `
 ${serverTimeOr(2)}
-redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', now), 'PX', ARGV[1])
+local px = tonumber(ARGV[1])
+if KEYS[2] then
+  local held = redis.call('PTTL', KEYS[2])
+  if held > px then px = held end
+end
+redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', now), 'PX', px)
 return 1
 `.trim();
 
@@ -493,10 +501,23 @@ if ARGV[2] ~= '' then redis.call('PUBLISH', KEYS[2], ARGV[2]) end
 return released
 `.trim();
 
-/** Lua: KEYS[1] lock key; ARGV[1] token, ARGV[2] new TTL in ms. Extends the lock only for its owner. */
+/**
+ * Lua: KEYS[1] lock key, KEYS[2] (optional) the key's value key, where the locks live with the
+ * values; ARGV[1] token, ARGV[2] new TTL in ms. Extends the lock only for its owner, and a tombstone
+ * on the key as long as the lock (see {@link DELETE_LUA}): a delete made while the fill runs keeps
+ * refusing its older value until the lock ends. A tombstone older than the fill refuses nothing of
+ * it, so keeping it longer costs only its few bytes.
+ */
 export const EXTEND_LOCK_LUA = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local extended = redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if KEYS[2] then
+    local v = redis.call('GET', KEYS[2])
+    if v and string.sub(v, 1, 2) == 't|' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[2], ARGV[2])
+    end
+  end
+  return extended
 end
 return 0
 `.trim();

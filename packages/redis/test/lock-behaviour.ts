@@ -1,4 +1,4 @@
-import { type FillOutcome, getOrComputeWith } from '@stampede/core';
+import { type FillOutcome, getOrComputeWith, inFlightCount, invalidate } from '@stampede/core';
 import { delay, waitFor } from '@stampede/test-support';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -30,7 +30,7 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
   describe(`fill lock and push wake-up: ${name}`, () => {
     const caches: RedisCache[] = [];
     let count = 0;
-    const newCache = async (options: { pushWakeUp?: boolean } = {}) => {
+    const newCache = async (options: { pushWakeUp?: boolean; tombstoneTtl?: number } = {}) => {
       // Each cache object is a separate core state: as far as coalescing goes, another replica.
       const cache = createRedisCache({
         client: await setup.client(),
@@ -150,6 +150,31 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
       await waitFor(() => probe.length > probed, { timeout: 2_000, message: 'the probe to hear' });
       expect(heard).toEqual(['filled', 'failed']);
       stopProbe();
+    });
+
+    it("a delete during another replica's locked fill keeps its older value out, however long the fill outlives tombstoneTtl", async () => {
+      // The holder's lock (300 ms, extended by the core while the fill runs) carries the tombstone:
+      // before, the tombstone lapsed after tombstoneTtl and the fill wrote the value it read before
+      // the delete (as a lock-free fill still does: bounded by tombstoneTtl, see the README).
+      const [filler, deleter] = [
+        await newCache({ tombstoneTtl: 200 }),
+        await newCache({ tombstoneTtl: 200 }),
+      ];
+      const options = { ttl: 60_000, distributedFillLock: true, lockTtl: 300 };
+      let filling = false;
+      const slow = getOrComputeWith(filler, 'outlived', options, async () => {
+        filling = true;
+        await delay(1_000);
+        return 'read before the delete';
+      });
+      await waitFor(() => filling, { message: 'the fill to start' });
+      await invalidate(deleter, 'outlived');
+      expect(await slow).toBe('read before the delete');
+      await waitFor(() => inFlightCount(filler) === 0, { message: 'the commit to settle' });
+      expect(await deleter.get('outlived')).toBeUndefined();
+      expect(await getOrComputeWith(deleter, 'outlived', options, () => 'after the delete')).toBe(
+        'after the delete',
+      );
     });
 
     it('wakes a lock loser long before its first poll', async () => {
