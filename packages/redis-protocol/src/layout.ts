@@ -307,13 +307,15 @@ if not now then return redis.error_reply('ERR TIME refused and no time given in 
  * one clock, the server's, whatever the replicas' clocks say. While a fill holds the key's lock the
  * tombstone lives at least as long as the lock, and {@link EXTEND_LOCK_LUA} extends it with the
  * lock: a locked fill that started before the delete can never outlive it and write its older value.
+ * `PTTL` is called with `pcall`: a user who may not run it (an ACL line from before it was needed)
+ * gets the plain `tombstoneTtl`, not a failed delete.
  */
 export const DELETE_LUA = `
 ${serverTimeOr(2)}
 local px = tonumber(ARGV[1])
 if KEYS[2] then
-  local held = redis.call('PTTL', KEYS[2])
-  if held > px then px = held end
+  local held = redis.pcall('PTTL', KEYS[2])
+  if type(held) == 'number' and held > px then px = held end
 end
 redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', now), 'PX', px)
 return 1
@@ -506,16 +508,15 @@ return released
  * values; ARGV[1] token, ARGV[2] new TTL in ms. Extends the lock only for its owner, and a tombstone
  * on the key as long as the lock (see {@link DELETE_LUA}): a delete made while the fill runs keeps
  * refusing its older value until the lock ends. A tombstone older than the fill refuses nothing of
- * it, so keeping it longer costs only its few bytes.
+ * it, so keeping it longer costs only its few bytes. A refused `PTTL` (`pcall`) skips the tombstone.
  */
 export const EXTEND_LOCK_LUA = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   local extended = redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if KEYS[2] then
     local v = redis.call('GET', KEYS[2])
-    if v and string.sub(v, 1, 2) == 't|' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
-      redis.call('PEXPIRE', KEYS[2], ARGV[2])
-    end
+    local left = v and string.sub(v, 1, 2) == 't|' and redis.pcall('PTTL', KEYS[2])
+    if type(left) == 'number' and left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
   end
   return extended
 end

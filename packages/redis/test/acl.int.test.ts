@@ -44,6 +44,9 @@ beforeAll(async () => {
   if (DOCUMENTED !== undefined) {
     const [, , ...rules] = DOCUMENTED.replace('>CHANGE-ME', '>pw').split(' ');
     await admin.call('ACL', 'SETUSER', ...(rules as [string, ...string[]]));
+    // The line of the release before, without PTTL (the delete and the lock extension use it now).
+    const [, , , ...older] = DOCUMENTED.replace('>CHANGE-ME', '>pw').replace(' +pttl', '').split(' ');
+    await admin.call('ACL', 'SETUSER', 'stampede-before', ...(older as [string, ...string[]]));
   }
   stopListening = onStampedeEvent((event) => events.push(event));
 });
@@ -290,6 +293,27 @@ describe("the README's ACL line", () => {
     expect(herd.slowestMs).toBeLessThan(2_000);
     await replicas[0]?.delete('documented');
     expect(await replicas[1]?.get('documented')).toBeUndefined();
+    for (const cache of replicas) {
+      expect(warningsOf(cache.name)).toEqual([]);
+      expect(backendErrorsOf(cache.name)).toEqual([]);
+    }
+  });
+});
+
+describe('the ACL line of the release before (no PTTL)', () => {
+  it('still deletes, extends and fills once with no fault: the tombstone keeps its plain tombstoneTtl', async () => {
+    const replicas = [cacheAs('stampede-before', 'acl-before-a'), cacheAs('stampede-before', 'acl-before-b')];
+    // lockTtl 300 ms under a 500 ms fill: the lock is extended while a delete's tombstone is there.
+    const options = { ttl: 60_000, distributedFillLock: true, lockTtl: 300 };
+    let filling = false;
+    const slow = getOrComputeWith(replicas[0] as RedisCache, 'before', options, async () => {
+      filling = true;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      return 'filled';
+    });
+    while (!filling) await new Promise((resolve) => setTimeout(resolve, 5));
+    await replicas[1]?.delete('before');
+    expect(await slow).toBe('filled');
     for (const cache of replicas) {
       expect(warningsOf(cache.name)).toEqual([]);
       expect(backendErrorsOf(cache.name)).toEqual([]);
