@@ -1,7 +1,7 @@
 import { isThenable } from './backend.js';
 import type { CacheEntry } from './cache.js';
 import { changeEntry } from './entry.js';
-import { messageOf } from './errors.js';
+import { kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import type { CacheState } from './registry.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
@@ -83,7 +83,7 @@ export function toValueCheck(option: unknown, name: string): ValueCheck | undefi
     };
   }
   throw new TypeError(
-    `${name} must be a Standard Schema (zod, valibot, arktype, ...) or a function; got ${option === null ? 'null' : typeof option}`,
+    `${name} must be a Standard Schema (zod, valibot, arktype, ...) or a function; got ${kindOf(option)}`,
   );
 }
 

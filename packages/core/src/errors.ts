@@ -64,3 +64,8 @@ export function messageOf(error: unknown): string {
     return 'fill failed';
   }
 }
+
+/** How a bad argument is named in a `TypeError`: `'null'`, or its `typeof`. */
+export function kindOf(value: unknown): string {
+  return value === null ? 'null' : typeof value;
+}

@@ -6,7 +6,7 @@ import { checkedEntry, type ValueCheck } from './check-value.js';
 import { COARSE_MARGIN_MS, coarseNow, stillBefore } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { SETTLED } from './entry.js';
-import { messageOf } from './errors.js';
+import { kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
@@ -26,8 +26,7 @@ import { reportWarning } from './stats.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
 export function checkKey(key: unknown): asserts key is string {
-  if (typeof key !== 'string')
-    throw new TypeError(`key must be a string; got ${key === null ? 'null' : typeof key}`);
+  if (typeof key !== 'string') throw new TypeError(`key must be a string; got ${kindOf(key)}`);
   if (key.length === 0) throw new TypeError('key must be a non-empty string');
 }
 

@@ -1,5 +1,6 @@
 import { type CheckValue, toValueCheck, type ValueCheck } from './check-value.js';
 import { type Duration, toMilliseconds, toOptionalMilliseconds, toPositiveMilliseconds } from './duration.js';
+import { kindOf } from './errors.js';
 import { toTags } from './tags.js';
 
 /** Options of {@link getOrComputeWith}. Every field is optional. */
@@ -253,9 +254,7 @@ function resolveFailSafe(option: GetOrComputeOptions['failSafe']): ResolvedFailS
   if (option === undefined || option === false) return undefined;
   if (option === true) return FAIL_SAFE_DEFAULTS;
   if (typeof option !== 'object' || option === null) {
-    throw new TypeError(
-      `options.failSafe must be a boolean or an object; got ${option === null ? 'null' : typeof option}`,
-    );
+    throw new TypeError(`options.failSafe must be a boolean or an object; got ${kindOf(option)}`);
   }
   const maxStale =
     option.maxStale === undefined
@@ -280,7 +279,7 @@ function isAbortSignal(value: unknown): value is AbortSignal {
 /** Validates `options`, naming the field at fault. */
 export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`options must be an object; got ${options === null ? 'null' : typeof options}`);
+    throw new TypeError(`options must be an object; got ${kindOf(options)}`);
   }
   const ttl = toOptionalMilliseconds(options.ttl, 'options.ttl');
   const grace = toOptionalMilliseconds(options.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
@@ -346,9 +345,7 @@ function earlyRefreshBeta(option: unknown): number {
   if (option === undefined || option === false) return 0;
   if (option === true) return 1;
   if (typeof option !== 'object' || option === null) {
-    throw new TypeError(
-      `options.earlyRefresh must be a boolean or { beta?: number }; got ${option === null ? 'null' : typeof option}`,
-    );
+    throw new TypeError(`options.earlyRefresh must be a boolean or { beta?: number }; got ${kindOf(option)}`);
   }
   const beta = (option as EarlyRefreshOptions).beta;
   if (beta === undefined) return 1;

@@ -1,4 +1,5 @@
 import type { Cache, CacheEntry } from './cache.js';
+import { kindOf } from './errors.js';
 import type { Flight } from './flight.js';
 import { LOCAL_TIER_KEY, STATE_KEY as STATE, shared } from './shared.js';
 import { countersFor, type StampedeStats } from './stats.js';
@@ -38,7 +39,7 @@ export type Stateful = Cache & { [STATE]?: CacheState };
 
 function assertCache(cache: unknown): asserts cache is Cache {
   if (typeof cache !== 'object' || cache === null) {
-    throw new TypeError(`cache must be a Cache object; got ${cache === null ? 'null' : typeof cache}`);
+    throw new TypeError(`cache must be a Cache object; got ${kindOf(cache)}`);
   }
   const candidate = cache as Partial<Cache>;
   for (const method of ['get', 'set', 'delete'] as const) {
@@ -99,7 +100,7 @@ function createState(cache: Cache): CacheState {
 export function inFlightCount(cache: Cache): number {
   // A health check on a variable that holds no cache must not read as "nothing in flight".
   if (typeof cache !== 'object' || cache === null) {
-    throw new TypeError(`cache must be a Cache; got ${cache === null ? 'null' : typeof cache}`);
+    throw new TypeError(`cache must be a Cache; got ${kindOf(cache)}`);
   }
   return ((cache as Stateful)[STATE] ?? frozenStates.get(cache))?.flights.size ?? 0;
 }

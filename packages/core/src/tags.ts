@@ -1,4 +1,5 @@
 import type { Cache } from './cache.js';
+import { kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { type CacheState, stateOf } from './registry.js';
 import { reportBackendError } from './stats.js';
@@ -11,9 +12,7 @@ import { reportBackendError } from './stats.js';
 export function toTags(option: unknown, name: string): readonly string[] | undefined {
   if (option === undefined) return undefined;
   if (!Array.isArray(option)) {
-    throw new TypeError(
-      `${name} must be an array of non-empty strings; got ${option === null ? 'null' : typeof option}`,
-    );
+    throw new TypeError(`${name} must be an array of non-empty strings; got ${kindOf(option)}`);
   }
   for (const tag of option) {
     if (typeof tag !== 'string' || tag.length === 0) {

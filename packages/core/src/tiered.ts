@@ -12,6 +12,7 @@ import { stillBefore } from './clock.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
+import { kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { LOCAL_TIER_KEY, shared } from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
@@ -96,7 +97,7 @@ const INVALIDATE_TAGS = 't';
 
 function checkCache(value: unknown, name: string): asserts value is Cache {
   if (typeof value !== 'object' || value === null) {
-    throw new TypeError(`${name} must be a Cache object; got ${value === null ? 'null' : typeof value}`);
+    throw new TypeError(`${name} must be a Cache object; got ${kindOf(value)}`);
   }
   for (const method of ['get', 'set', 'delete'] as const) {
     if (typeof (value as Partial<Cache>)[method] !== 'function') {

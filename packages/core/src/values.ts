@@ -2,6 +2,7 @@ import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
 import type { Cache } from './cache.js';
 import { type CheckValue, checkedEntry, toValueCheck } from './check-value.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
+import { kindOf } from './errors.js';
 import { recordInvalidation } from './fail-safe.js';
 import { checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
@@ -35,12 +36,10 @@ export interface GetValueOptions {
   checkValue?: CheckValue | undefined;
 }
 
-const describe = (value: unknown): string => (value === null ? 'null' : typeof value);
-
 /** An options argument is absent or an object (not, say, a ttl passed where the options go). */
 function checkOptionsBag(options: unknown): void {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
-    throw new TypeError(`options must be an object; got ${describe(options)}`);
+    throw new TypeError(`options must be an object; got ${kindOf(options)}`);
   }
 }
 
@@ -98,7 +97,7 @@ export async function getValue<T = unknown>(
   checkOptionsBag(options);
   const allowStale = options?.allowStale;
   if (allowStale !== undefined && typeof allowStale !== 'boolean') {
-    throw new TypeError(`options.allowStale must be a boolean; got ${describe(allowStale)}`);
+    throw new TypeError(`options.allowStale must be a boolean; got ${kindOf(allowStale)}`);
   }
   const check = toValueCheck(options?.checkValue, 'options.checkValue');
   const state = stateOf(cache);
