@@ -83,12 +83,24 @@ export function redactServerEcho(error: unknown): unknown {
   if (at === -1 || original.startsWith('[redacted]', at + ECHO.length)) return error;
   // A client's suffix (@upstash/redis's ", command was: ...") follows the echo: kept for its own redaction.
   const suffix = original.indexOf(', command was:', at);
-  const message = `${original.slice(0, at)}${ECHO}[redacted]${suffix === -1 ? '' : original.slice(suffix)}`;
+  return replaceMessage(
+    error,
+    `${original.slice(0, at)}${ECHO}[redacted]${suffix === -1 ? '' : original.slice(suffix)}`,
+  );
+}
+
+/**
+ * `error` with its message replaced by `message`, in the stack too (which repeats it), changed in
+ * place and returned: how a binding takes a value out of an error it reports. A frozen error keeps
+ * its message (nothing better can be done without losing the error).
+ */
+export function replaceMessage(error: Error, message: string): Error {
+  const original = error.message;
   try {
     error.message = message;
     if (typeof error.stack === 'string') error.stack = error.stack.replace(original, () => message);
   } catch {
-    // A frozen error keeps its message: nothing better can be done without losing the error.
+    // Frozen: left as it is.
   }
   return error;
 }

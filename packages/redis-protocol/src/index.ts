@@ -24,6 +24,7 @@ export {
   type RedisProtocolErrorFactory,
   type RedisProtocolErrorOptions,
   redactServerEcho,
+  replaceMessage,
 } from './errors.js';
 export { checkEvictionPolicy, evictionRisk } from './eviction.js';
 export {

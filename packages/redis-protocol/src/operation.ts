@@ -57,6 +57,34 @@ export function isSubscriberModeError(error: unknown): boolean {
   return error instanceof Error && /^Connection in subscriber mode\b/.test(error.message);
 }
 
+/** A client connected in a way that takes every call away, told apart by the error it gets. */
+interface Misconnection {
+  readonly matches: (error: unknown) => boolean;
+  /** The client itself follows the redirection (an ioredis `Cluster`): no warning for it. */
+  readonly clusterClientsFollow: boolean;
+  readonly warning: (name: string, reply: string) => string;
+}
+
+const MISCONNECTIONS: readonly Misconnection[] = [
+  {
+    matches: isSubscriberModeError,
+    clusterClientsFollow: false,
+    warning: (name) =>
+      `stampede: the client of cache '${name}' is in subscriber mode (it ran SUBSCRIBE or PSUBSCRIBE): it ` +
+      'can run no other command, so nothing is read, stored or locked (a miss and a fill on every call). ' +
+      'Give the cache a client of its own (client.duplicate()).',
+  },
+  {
+    matches: isMovedReply,
+    clusterClientsFollow: true,
+    warning: (name, reply) =>
+      `stampede: Redis answered ${reply} to cache '${name}': its client is connected to one node ` +
+      'of a Redis Cluster but is not a Cluster client, so every key whose slot lives on another node is ' +
+      'never cached (a miss and a fill on every call) and its fill lock never taken. Pass an ioredis ' +
+      'Cluster (new Cluster([...])) to @stampede/redis.',
+  },
+];
+
 /** Bounded calls and fault reports of one cache. */
 export interface OperationRunner {
   /** The cache's name in reports. */
@@ -92,28 +120,17 @@ export interface OperationRunner {
 /** The {@link OperationRunner} of a cache with these options. */
 export function createOperationRunner(options: OperationRunnerOptions): OperationRunner {
   const { name, label, operationTimeout: ms, createError, mapError, waitUntil } = options;
-  const cluster = options.cluster === true;
-  let warnedMoved = false;
-  let warnedSubscriber = false;
+  // A misconnected client: each kind warned of once for the cache's life.
+  const misconnections = MISCONNECTIONS.filter(
+    (kind) => !(kind.clusterClientsFollow && options.cluster === true),
+  );
   const rethrow = (error: unknown): never => {
-    if (!warnedSubscriber && isSubscriberModeError(error)) {
-      warnedSubscriber = true;
-      reportWarning(
-        name,
-        `stampede: the client of cache '${name}' is in subscriber mode (it ran SUBSCRIBE or PSUBSCRIBE): it ` +
-          'can run no other command, so nothing is read, stored or locked (a miss and a fill on every call). ' +
-          'Give the cache a client of its own (client.duplicate()).',
-      );
-    }
-    if (!cluster && !warnedMoved && isMovedReply(error)) {
-      warnedMoved = true;
-      reportWarning(
-        name,
-        `stampede: Redis answered ${messageOf(error)} to cache '${name}': its client is connected to one node ` +
-          'of a Redis Cluster but is not a Cluster client, so every key whose slot lives on another node is ' +
-          'never cached (a miss and a fill on every call) and its fill lock never taken. Pass an ioredis ' +
-          'Cluster (new Cluster([...])) to @stampede/redis.',
-      );
+    if (misconnections.length !== 0) {
+      const kind = misconnections.find((each) => each.matches(error));
+      if (kind !== undefined) {
+        misconnections.splice(misconnections.indexOf(kind), 1);
+        reportWarning(name, kind.warning(name, messageOf(error)));
+      }
     }
     const redacted = redactServerEcho(error);
     throw mapError === undefined ? redacted : mapError(redacted);

@@ -2,6 +2,7 @@ import {
   hasRedisProtocolErrorShape,
   RedisProtocolError,
   type RedisProtocolErrorCode,
+  replaceMessage,
 } from '@stampede/redis-protocol';
 
 /**
@@ -54,12 +55,8 @@ export function redactCommand(error: unknown): unknown {
   if (at === -1 || !command.startsWith('[')) return error;
   // One command (`["evalsha", ...]`) or a pipeline's (`[["evalsha", ...], ...]`): the first name.
   const name = /^[[\s]*"([^"]*)"/.exec(command)?.[1];
-  const message = `${original.slice(0, at)}${COMMAND_WAS}${name === undefined ? '' : `${name} `}[redacted]`;
-  try {
-    error.message = message;
-    if (typeof error.stack === 'string') error.stack = error.stack.replace(original, () => message);
-  } catch {
-    // A frozen error keeps its message: nothing better can be done without losing the error.
-  }
-  return error;
+  return replaceMessage(
+    error,
+    `${original.slice(0, at)}${COMMAND_WAS}${name === undefined ? '' : `${name} `}[redacted]`,
+  );
 }
