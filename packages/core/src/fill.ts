@@ -15,6 +15,7 @@ import { emit, hasListeners } from './events.js';
 import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
 import { Flight, type Rescue } from './flight.js';
+import { trackWork } from './idle.js';
 import { acquireOrWait, type WaitHint } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
@@ -76,7 +77,7 @@ function startFlight(
                     activate: () => {
                       activate(state, flight, options, confirmed, 'timeout');
                       // The fill may never return: the re-arm's write goes to the platform on its own.
-                      if (flight.rearming !== undefined) handOff(options, flight.rearming);
+                      if (flight.rearming !== undefined) handOff(state, options, flight.rearming);
                     },
                   };
             const confirming = confirmFallback(state, flight, options);
@@ -207,8 +208,12 @@ function deliverFilled(
   return pending.then(() => flight.detach());
 }
 
-/** Gives unfinished work to the platform's `waitUntil`, when the caller supplied one. */
-export function handOff(options: ResolvedOptions, work: Promise<unknown>): void {
+/**
+ * Records unfinished work as running on the cache (for `whenIdle`), and gives it to the platform's
+ * `waitUntil` when the caller supplied one.
+ */
+export function handOff(state: CacheState, options: ResolvedOptions, work: Promise<unknown>): void {
+  trackWork(state, work);
   if (options.waitUntil === undefined) return;
   try {
     options.waitUntil(work);

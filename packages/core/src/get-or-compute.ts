@@ -355,7 +355,11 @@ function afterRead(
   const answer = flight.joinAsLeader(options.signal, options.fillTimeout);
   // The write and the lock release finish after the callers have their value: on platforms that
   // freeze work left after the response, they need the request's waitUntil.
-  handOff(options, execute(state, flight, options, fill, entry?.value, { previous: entry, early: false }));
+  handOff(
+    state,
+    options,
+    execute(state, flight, options, fill, entry?.value, { previous: entry, early: false }),
+  );
   return answer;
 }
 
@@ -375,7 +379,11 @@ function refreshInBackground(
   state.counters.backgroundRefreshes++;
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
-  handOff(options, execute(state, flight, options, fill, stale.value, { previous: stale, early: false }));
+  handOff(
+    state,
+    options,
+    execute(state, flight, options, fill, stale.value, { previous: stale, early: false }),
+  );
 }
 
 // The smallest draw taken: `-ln(2^-53)`, some 36.7, bounds the head start at that many `delta * beta`.
@@ -486,5 +494,9 @@ function refreshEarly(
   }
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, entry, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
-  handOff(options, execute(state, flight, options, fill, entry.value, { previous: entry, early: true }));
+  handOff(
+    state,
+    options,
+    execute(state, flight, options, fill, entry.value, { previous: entry, early: true }),
+  );
 }

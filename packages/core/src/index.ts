@@ -40,9 +40,10 @@ export {
   type WarningEvent,
 } from './events.js';
 export { getOrCompute, getOrComputeWith } from './get-or-compute.js';
+// A diagnostic, kept for users: tests assert with it that no fill is left running.
+export { type WhenIdleOptions, whenIdle } from './idle.js';
 export { jitteredTtl } from './jitter.js';
 export type { EarlyRefreshOptions, FailSafeOptions, FillContext, GetOrComputeOptions } from './options.js';
-// A diagnostic, kept for users: tests assert with it that no fill is left running.
 export { inFlightCount } from './registry.js';
 export type { StandardSchemaV1 } from './standard-schema.js';
 export { resetStats, STAT_NAMES, type StampedeStats, stats, statsByCache } from './stats.js';

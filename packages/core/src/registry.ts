@@ -28,6 +28,12 @@ export interface CacheState {
    * core may lack it).
    */
   invalidatedAt?: Map<string, number>;
+  /**
+   * The work this process has running on the cache (each fill's whole run: lock phase, fill, write,
+   * lock release, fail-safe re-arm), for `whenIdle`. Created on first use (a state made by another
+   * copy of the core may lack it).
+   */
+  running?: Set<Promise<unknown>>;
 }
 
 // The state hangs off the cache object under a symbol (one property load on the hit path); a frozen
@@ -102,5 +108,10 @@ export function inFlightCount(cache: Cache): number {
   if (typeof cache !== 'object' || cache === null) {
     throw new TypeError(`cache must be a Cache; got ${kindOf(cache)}`);
   }
-  return ((cache as Stateful)[STATE] ?? frozenStates.get(cache))?.flights.size ?? 0;
+  return existingState(cache)?.flights.size ?? 0;
+}
+
+/** The state of `cache` if it has been used as a cache (never creates one). */
+export function existingState(cache: Cache): CacheState | undefined {
+  return (cache as Stateful)[STATE] ?? frozenStates.get(cache);
 }

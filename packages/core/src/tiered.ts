@@ -14,6 +14,7 @@ import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
 import { kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
+import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
 import { LOCAL_TIER_KEY, shared } from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
 
@@ -69,8 +70,15 @@ export interface TieredCache extends Cache {
    * process's fills in flight for tagged values from being written.
    */
   invalidateTags?(tags: readonly string[]): Promise<void>;
-  /** Stops listening on the remote's bus. Closes neither `local` nor `remote` (you own them). */
-  close(): void;
+  /**
+   * Frees `local` for another tiered cache at once, waits for this process's work on the tiered
+   * cache (fills, background refreshes and their writes; see `whenIdle`) at most `options.timeout`
+   * (default `'5s'`), then stops listening on the remote's bus. Closes neither `local` nor `remote`
+   * (you own them): close the remote after this.
+   *
+   * @throws TypeError / RangeError (as a rejection) when `options.timeout` is not a duration
+   */
+  close(options?: WhenIdleOptions): Promise<void>;
 }
 
 /**
@@ -427,9 +435,22 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       await publishEviction(key);
       if (failure !== undefined) throw failure.error;
     },
-    close() {
-      unsubscribe?.();
+    close(closeOptions?: WhenIdleOptions) {
+      let timeout: number;
+      try {
+        timeout = idleTimeout(closeOptions);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       if (localTiers.get(local) === claim) localTiers.delete(local);
+      // Idle: stops listening now, as a caller that does not await expects.
+      if (!hasWork(cache)) {
+        unsubscribe?.();
+        return Promise.resolve();
+      }
+      return whenIdle(cache, { timeout }).then(() => {
+        unsubscribe?.();
+      });
     },
   };
 

@@ -22,6 +22,7 @@ export const MAIN_ENTRY: readonly string[] = [
   'setValue',
   'stats',
   'statsByCache',
+  'whenIdle',
 ];
 
 /** `@stampede/core/adapter`: what adapter authors need. */
