@@ -1,3 +1,5 @@
+// Shutdown waits for the core's work on the cache: a user API, so from the main entry.
+import { type WhenIdleOptions, whenIdle } from '@stampede/core';
 import type {
   Cache,
   CacheBus,
@@ -95,8 +97,15 @@ export interface NodeRedisCache extends RedisProtocolCacheMembers<NodeRedisClien
    * It reaches caches of every binding (ioredis, node-redis, Upstash) on the same prefix.
    */
   readonly bus: CacheBus;
-  /** Closes the subscriber connection the cache opened (never the client you passed). */
-  close(): Promise<void>;
+  /**
+   * Waits for this process's work on the cache (fills, background refreshes, their writes and lock
+   * releases; see `whenIdle`) at most `options.timeout` (default `'5s'`), then closes the subscriber
+   * connection the cache opened (never the client you passed). Call it before you close your client,
+   * so that a value being filled is stored and the fleet's lock released instead of left to expire.
+   *
+   * @throws TypeError / RangeError (as a rejection) when `options.timeout` is not a duration
+   */
+  close(options?: WhenIdleOptions): Promise<void>;
 }
 
 function isNodeRedisClient(client: unknown): boolean {
@@ -192,7 +201,7 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
   }
   const channel = busChannel(prefix);
 
-  return {
+  const nodeRedisCache: NodeRedisCache = {
     name,
     prefix,
     client,
@@ -216,8 +225,10 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
       },
       subscribe: (handlers) => notifier.subscribeBus(handlers),
     },
-    async close() {
+    async close(options) {
+      await whenIdle(nodeRedisCache, options);
       notifier.close();
     },
   };
+  return nodeRedisCache;
 }

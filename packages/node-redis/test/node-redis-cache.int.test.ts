@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodeRedisCache, isNodeRedisCacheError, type NodeRedisClient } from '../src/index.js';
-import { connectedClient } from './helpers.js';
+import { connectedClient, deletePrefixWith } from './helpers.js';
 
 const CLOSE_AT_ONCE = fileURLToPath(new URL('./fixtures/close-at-once.mjs', import.meta.url));
 let url: string;
@@ -204,6 +204,46 @@ describe('push wake-up with the value', () => {
       await loser.close();
       holderClient.destroy();
       loserClient.destroy();
+    }
+  });
+});
+
+describe('close() on shutdown', () => {
+  it("waits for the cache's fill in flight: its value is stored and the lock released before the client quits", async () => {
+    const prefix = randomPrefix('nr-shutdown');
+    const closing = await connectedClient();
+    const staying = await connectedClient();
+    const holder = createNodeRedisCache({ client: closing, prefix, name: 'nr-shutdown-holder' });
+    const other = createNodeRedisCache({ client: staying, prefix, name: 'nr-shutdown-other' });
+    try {
+      const options = { ttl: 60_000, distributedFillLock: true };
+      let filling: () => void = () => {};
+      const started = new Promise<void>((resolve) => {
+        filling = resolve;
+      });
+      const held = getOrComputeWith(holder, 'k', options, async () => {
+        filling();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return 'from the closing replica';
+      });
+      await started;
+      // The README's shutdown: the cache, then the client. Before close() waited, the write and the
+      // release went to a closed client and the other replica waited out lockWaitTimeout (5 s).
+      await holder.close();
+      await closing.quit();
+      expect(await held).toBe('from the closing replica');
+      let fills = 0;
+      const value = await getOrComputeWith(other, 'k', options, () => {
+        fills++;
+        return 'filled again';
+      });
+      expect(value).toBe('from the closing replica');
+      expect(fills).toBe(0);
+      expect(statsByCache()['nr-shutdown-holder']?.backendErrors ?? 0).toBe(0);
+    } finally {
+      await other.close();
+      await deletePrefixWith(staying, prefix);
+      staying.destroy();
     }
   });
 });

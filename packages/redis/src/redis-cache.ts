@@ -1,3 +1,5 @@
+// Shutdown waits for the core's work on the cache: a user API, so from the main entry.
+import { type WhenIdleOptions, whenIdle } from '@stampede/core';
 import {
   type Cache,
   type CacheBus,
@@ -99,8 +101,15 @@ export interface RedisCache extends RedisProtocolCacheMembers<Redis | Cluster> {
    * push wake-up uses). Every cache on the same prefix hears every message.
    */
   readonly bus: CacheBus;
-  /** Closes the subscriber connection the cache opened (never the client you passed). */
-  close(): Promise<void>;
+  /**
+   * Waits for this process's work on the cache (fills, background refreshes, their writes and lock
+   * releases; see `whenIdle`) at most `options.timeout` (default `'5s'`), then closes the subscriber
+   * connection the cache opened (never the client you passed). Call it before you close your client,
+   * so that a value being filled is stored and the fleet's lock released instead of left to expire.
+   *
+   * @throws TypeError / RangeError (as a rejection) when `options.timeout` is not a duration
+   */
+  close(options?: WhenIdleOptions): Promise<void>;
 }
 
 function isIoredisClient(client: unknown): boolean {
@@ -180,7 +189,7 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
   // first use then, not as it is created.
   if (client.status !== 'wait') warmUp();
 
-  return {
+  const redisCache: RedisCache = {
     name,
     prefix,
     client,
@@ -220,10 +229,12 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       },
       subscribe: (handlers) => notifier.subscribeBus(handlers),
     },
-    close() {
-      return notifier.close();
+    async close(options) {
+      await whenIdle(redisCache, options);
+      await notifier.close();
     },
   };
+  return redisCache;
 }
 
 /**
