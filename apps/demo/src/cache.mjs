@@ -1,7 +1,7 @@
 // The cache behind the demo: in-process memory by default; with CACHE=redis, a tiered cache (an
 // in-process memory L1 in front of Redis, kept coherent across replicas by Redis's invalidation bus).
 // Redis code is imported only when CACHE=redis, so the default mode needs nothing of it.
-import { createTieredCache } from '@stampede/core';
+import { createTieredCache, whenIdle } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { redactUrl } from './config.mjs';
 
@@ -61,12 +61,18 @@ export async function connectRedis(url) {
  * @returns {Promise<DemoCache>}
  */
 export async function openCache(config) {
+  // On shutdown the cache's refreshes still in flight land before the database closes (within the
+  // replica's shutdown grace).
+  const timeout = '3s';
   if (config.cache === 'memory') {
+    const cache = createMemoryCache({ name: 'memory' });
     return {
-      cache: createMemoryCache({ name: 'memory' }),
+      cache,
       description: 'in-process memory cache',
       tiered: false,
-      close: async () => {},
+      close: async () => {
+        await whenIdle(cache, { timeout });
+      },
     };
   }
   const { createRedisCache } = await import('@stampede/redis');
@@ -83,7 +89,7 @@ export async function openCache(config) {
     description: `memory L1 (localTtl ${config.localTtl}) in front of Redis at ${redactUrl(config.redisUrl)} (prefix '${config.redisPrefix}', fill lock ${config.lock ? 'on' : 'off'})`,
     tiered: true,
     close: async () => {
-      cache.close();
+      await cache.close({ timeout });
       await remote.close();
       await client.quit().catch(() => client.disconnect());
     },

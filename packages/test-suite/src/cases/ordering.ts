@@ -1,4 +1,4 @@
-import { getOrCompute, getValue, invalidate, setValue } from '@stampede/core';
+import { getOrCompute, getValue, invalidate, setValue, whenIdle } from '@stampede/core';
 import { expect, it } from 'vitest';
 import type { SuiteContext } from '../context.js';
 import { entry, expectReplicated, expectRoundTrip } from '../entries.js';
@@ -114,5 +114,14 @@ export function orderingCases(ctx: SuiteContext): void {
     for (const value of herd) expect(value).toEqual({ count: 42 });
     expect(await getOrCompute(cache, 'herd', 60_000, fill)).toEqual({ count: 42 });
     expect(fills).toBe(1);
+  });
+
+  it("has stored a fill's value once whenIdle(cache) resolves (shutdown waits for it)", async () => {
+    const cache = ctx.cache();
+    // The callers have the value before the write lands; `whenIdle` (and the Redis caches'
+    // `close()`) must see the adapter's `set` through to its end.
+    expect(await getOrCompute(cache, 'idle', 60_000, () => 'filled')).toBe('filled');
+    expect(await whenIdle(cache, { timeout: 10_000 })).toBe(true);
+    expect((await cache.get('idle'))?.value).toBe('filled');
   });
 }
