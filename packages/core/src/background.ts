@@ -1,4 +1,5 @@
 import { clockThreadEnabled, setClockThread } from './clock.js';
+import { checkKnownKeys } from './errors.js';
 import { isolatedRequests, shared } from './shared.js';
 
 /** Process-wide settings. */
@@ -57,6 +58,14 @@ export interface StampedeConfig {
 // shared.ts): one cap per process, however the core was loaded.
 const refresh = shared.refresh;
 
+const CONFIG_NAMES: ReadonlySet<string> = new Set([
+  'maxBackgroundRefreshes',
+  'detectSelfCalls',
+  'isolatedRequests',
+  'random',
+  'clockThread',
+]);
+
 /**
  * Changes process-wide settings.
  *
@@ -67,6 +76,7 @@ const refresh = shared.refresh;
  */
 export function configure(config: StampedeConfig): void {
   if (typeof config !== 'object' || config === null) throw new TypeError('config must be an object');
+  checkKnownKeys(config, CONFIG_NAMES, 'config');
   const {
     maxBackgroundRefreshes: max,
     detectSelfCalls: detect,

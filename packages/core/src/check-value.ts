@@ -40,7 +40,13 @@ function fromSchema(result: StandardSchemaV1.Result<unknown>): CheckResult {
 function fromAnswer(answer: unknown, value: unknown): CheckResult {
   if (answer === true) return { ok: true, value };
   if (typeof answer === 'string') return failed(answer);
-  return failed('checkValue returned false');
+  // Anything but true or a string fails; the message says what came back (a function that forgot
+  // to return gives `undefined`, which must not read as "returned false").
+  return failed(
+    answer === false
+      ? 'checkValue returned false'
+      : `checkValue returned ${describeAnswer(answer)}, not true, false or a reason string`,
+  );
 }
 
 /**
@@ -177,4 +183,10 @@ export function checkedEntry(
 /** The entry as the cache holds it: `entry` itself, unless {@link checkedEntry} made it from that one. */
 export function storedEntryOf(entry: CacheEntry): CacheEntry {
   return storedEntries.get(entry) ?? entry;
+}
+
+function describeAnswer(answer: unknown): string {
+  if (answer === null || answer === undefined) return String(answer);
+  if (typeof answer === 'number' || typeof answer === 'boolean') return `${typeof answer} ${String(answer)}`;
+  return kindOf(answer);
 }

@@ -69,3 +69,46 @@ export function messageOf(error: unknown): string {
 export function kindOf(value: unknown): string {
   return value === null ? 'null' : typeof value;
 }
+
+/**
+ * Throws a `TypeError` naming the first own enumerable property of `bag` that is not in `known`: a
+ * misspelt option (`distributedFilLock`, `failsafe`) would otherwise be ignored, and the protection
+ * it asked for silently absent. Options built in a variable or read from a config file escape
+ * TypeScript's excess-property check. The message suggests the known name it most likely meant.
+ *
+ * @param name - how the bag is named in the message (`'options'`, `'options.failSafe'`)
+ */
+export function checkKnownKeys(bag: object, known: ReadonlySet<string>, name: string): void {
+  for (const key in bag) {
+    if (known.has(key) || !Object.hasOwn(bag, key)) continue;
+    throw new TypeError(`${name}.${key} is not an option${suggestion(key, known)}`);
+  }
+}
+
+function suggestion(key: string, known: ReadonlySet<string>): string {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(key.length / 4)) + 1;
+  for (const candidate of known) {
+    const distance = candidate.toLowerCase() === key.toLowerCase() ? 0 : editDistance(key, candidate);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  const names = [...known].join(', ');
+  return best === undefined ? ` (known: ${names})` : ` (did you mean '${best}'?)`;
+}
+
+/** Levenshtein distance (the names compared are a few dozen characters at most). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, (previous[j - 1] ?? 0) + cost);
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}

@@ -1,6 +1,6 @@
 import type { Cache } from './cache.js';
 import { type Duration, toMilliseconds } from './duration.js';
-import { kindOf } from './errors.js';
+import { checkKnownKeys, kindOf } from './errors.js';
 import { type CacheState, existingState } from './registry.js';
 import { setLongTimeout } from './timers.js';
 
@@ -12,6 +12,8 @@ import { setLongTimeout } from './timers.js';
 
 /** How long {@link whenIdle} (and the adapters' `close()`) wait for work by default: 5 s. */
 export const IDLE_TIMEOUT_MS = 5_000;
+
+const IDLE_OPTIONS: ReadonlySet<string> = new Set(['timeout']);
 
 /** Options of {@link whenIdle}. */
 export interface WhenIdleOptions {
@@ -66,6 +68,7 @@ export function idleTimeout(options: WhenIdleOptions | undefined): number {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`options must be an object; got ${kindOf(options)}`);
   }
+  checkKnownKeys(options, IDLE_OPTIONS, 'options');
   return options.timeout === undefined ? IDLE_TIMEOUT_MS : toMilliseconds(options.timeout, 'options.timeout');
 }
 

@@ -1,6 +1,6 @@
 import { type CheckValue, toValueCheck, type ValueCheck } from './check-value.js';
 import { type Duration, toMilliseconds, toOptionalMilliseconds, toPositiveMilliseconds } from './duration.js';
-import { kindOf } from './errors.js';
+import { checkKnownKeys, kindOf } from './errors.js';
 import { toTags } from './tags.js';
 
 /** Options of {@link getOrComputeWith}. Every field is optional. */
@@ -250,12 +250,33 @@ const FAIL_SAFE_DEFAULTS: ResolvedFailSafe = {
   throttle: DEFAULT_FAIL_SAFE_THROTTLE,
 };
 
+/** The fields of {@link GetOrComputeOptions} (anything else is a `TypeError`: see `checkKnownKeys`). */
+const OPTION_NAMES: ReadonlySet<string> = new Set([
+  'ttl',
+  'staleWhileRevalidate',
+  'distributedFillLock',
+  'lockTtl',
+  'lockWaitTimeout',
+  'lockPollInterval',
+  'signal',
+  'fillTimeout',
+  'earlyRefresh',
+  'waitUntil',
+  'tags',
+  'checkValue',
+  'failSafe',
+  'softTimeout',
+]);
+const FAIL_SAFE_NAMES: ReadonlySet<string> = new Set(['maxStale', 'throttle']);
+const EARLY_REFRESH_NAMES: ReadonlySet<string> = new Set(['beta']);
+
 function resolveFailSafe(option: GetOrComputeOptions['failSafe']): ResolvedFailSafe | undefined {
   if (option === undefined || option === false) return undefined;
   if (option === true) return FAIL_SAFE_DEFAULTS;
   if (typeof option !== 'object' || option === null) {
     throw new TypeError(`options.failSafe must be a boolean or an object; got ${kindOf(option)}`);
   }
+  checkKnownKeys(option, FAIL_SAFE_NAMES, 'options.failSafe');
   const maxStale =
     option.maxStale === undefined
       ? DEFAULT_FAIL_SAFE_MAX_STALE
@@ -281,6 +302,7 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`options must be an object; got ${kindOf(options)}`);
   }
+  checkKnownKeys(options, OPTION_NAMES, 'options');
   const ttl = toOptionalMilliseconds(options.ttl, 'options.ttl');
   const grace = toOptionalMilliseconds(options.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
   const lock = options.distributedFillLock ?? false;
@@ -347,6 +369,7 @@ function earlyRefreshBeta(option: unknown): number {
   if (typeof option !== 'object' || option === null) {
     throw new TypeError(`options.earlyRefresh must be a boolean or { beta?: number }; got ${kindOf(option)}`);
   }
+  checkKnownKeys(option, EARLY_REFRESH_NAMES, 'options.earlyRefresh');
   const beta = (option as EarlyRefreshOptions).beta;
   if (beta === undefined) return 1;
   if (typeof beta !== 'number') {

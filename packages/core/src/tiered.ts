@@ -12,7 +12,7 @@ import { stillBefore } from './clock.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
-import { kindOf } from './errors.js';
+import { checkKnownKeys, kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
 import { LOCAL_TIER_KEY, shared } from './shared.js';
@@ -133,6 +133,8 @@ function originId(): string {
   return `${Math.random().toString(36).slice(2, 10)}${Math.random().toString(36).slice(2, 10)}`;
 }
 
+const TIERED_OPTIONS: ReadonlySet<string> = new Set(['local', 'remote', 'name', 'localTtl']);
+
 /**
  * A cache made of an in-process cache (L1) in front of a shared remote cache (L2). An L1 hit costs no
  * remote command and stays a synchronous read, so `getOrCompute`'s hit path applies to it. An L1 miss
@@ -169,6 +171,7 @@ function originId(): string {
  */
 export function createTieredCache(options: TieredCacheOptions): TieredCache {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  checkKnownKeys(options, TIERED_OPTIONS, 'options');
   const { local, remote, name = 'tiered', localTtl: localTtlOption = 60_000 } = options;
   checkCache(local, 'options.local');
   checkCache(remote, 'options.remote');

@@ -2,7 +2,7 @@ import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
 import type { Cache } from './cache.js';
 import { type CheckValue, checkedEntry, toValueCheck } from './check-value.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
-import { kindOf } from './errors.js';
+import { checkKnownKeys, kindOf } from './errors.js';
 import { recordInvalidation } from './fail-safe.js';
 import { checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
@@ -36,11 +36,19 @@ export interface GetValueOptions {
   checkValue?: CheckValue | undefined;
 }
 
-/** An options argument is absent or an object (not, say, a ttl passed where the options go). */
-function checkOptionsBag(options: unknown): void {
-  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+const GET_VALUE_OPTIONS: ReadonlySet<string> = new Set(['allowStale', 'checkValue']);
+const SET_VALUE_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'staleWhileRevalidate', 'tags']);
+
+/**
+ * An options argument is absent or an object (not, say, a ttl passed where the options go) holding
+ * only the options `known`.
+ */
+function checkOptionsBag(options: unknown, known: ReadonlySet<string>): void {
+  if (options === undefined) return;
+  if (typeof options !== 'object' || options === null) {
     throw new TypeError(`options must be an object; got ${kindOf(options)}`);
   }
+  checkKnownKeys(options, known, 'options');
 }
 
 /** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
@@ -94,7 +102,7 @@ export async function getValue<T = unknown>(
   options?: GetValueOptions,
 ): Promise<T | undefined> {
   checkKey(key);
-  checkOptionsBag(options);
+  checkOptionsBag(options, GET_VALUE_OPTIONS);
   const allowStale = options?.allowStale;
   if (allowStale !== undefined && typeof allowStale !== 'boolean') {
     throw new TypeError(`options.allowStale must be a boolean; got ${kindOf(allowStale)}`);
@@ -124,7 +132,7 @@ export async function setValue<T>(
 ): Promise<void> {
   checkKey(key);
   if (value === undefined) throw new TypeError('value must not be undefined (undefined is never cached)');
-  checkOptionsBag(options);
+  checkOptionsBag(options, SET_VALUE_OPTIONS);
   const ttl = toOptionalMilliseconds(options?.ttl, 'options.ttl');
   const grace = toOptionalMilliseconds(options?.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
   const tags = toTags(options?.tags, 'options.tags');

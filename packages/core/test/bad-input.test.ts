@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   type Cache,
+  configure,
+  createTieredCache,
   getOrCompute,
   getOrComputeWith,
   getValue,
@@ -8,6 +10,7 @@ import {
   invalidate,
   jitteredTtl,
   setValue,
+  whenIdle,
 } from '../src/index.js';
 import { testCache } from './helpers.js';
 
@@ -122,5 +125,86 @@ describe('bad input is rejected before anything is read or written', () => {
     expect(() => jitteredTtl(1_000, 1.5)).toThrow(/fraction/);
     expect(() => jitteredTtl(1_000, Number.NaN)).toThrow(RangeError);
     expect(() => jitteredTtl(-1, 0.2)).toThrow(/base/);
+  });
+});
+
+// Options built in a variable or read from a config file escape TypeScript's excess-property check:
+// a misspelt name used to be ignored, and the protection it asked for (the fleet's lock, SWR,
+// fail-safe) silently absent.
+describe('a misspelt option is a TypeError naming it, not ignored', () => {
+  const loose = (options: object) => options as never;
+  const cases: [string, () => unknown, string][] = [
+    [
+      'getOrComputeWith',
+      () => getOrComputeWith(testCache(), 'k', loose({ ttl: 1_000, distributedFilLock: true }), fill),
+      "options.distributedFilLock is not an option (did you mean 'distributedFillLock'?)",
+    ],
+    [
+      'getOrComputeWith, another case',
+      () => getOrComputeWith(testCache(), 'k', loose({ ttl: 1_000, failsafe: true }), fill),
+      "options.failsafe is not an option (did you mean 'failSafe'?)",
+    ],
+    [
+      'failSafe',
+      () => getOrComputeWith(testCache(), 'k', loose({ failSafe: { maxStal: '1h' } }), fill),
+      "options.failSafe.maxStal is not an option (did you mean 'maxStale'?)",
+    ],
+    [
+      'earlyRefresh',
+      () => getOrComputeWith(testCache(), 'k', loose({ earlyRefresh: { bta: 2 } }), fill),
+      "options.earlyRefresh.bta is not an option (did you mean 'beta'?)",
+    ],
+    [
+      'getValue',
+      () => getValue(testCache(), 'k', loose({ stale: true })),
+      'options.stale is not an option (known: allowStale, checkValue)',
+    ],
+    [
+      'setValue',
+      () => setValue(testCache(), 'k', 1, loose({ ttl: 1_000, swr: 5 })),
+      'options.swr is not an option (known: ttl, staleWhileRevalidate, tags)',
+    ],
+    [
+      'configure',
+      () => configure(loose({ maxBackgroundRefresh: 3 })),
+      "config.maxBackgroundRefresh is not an option (did you mean 'maxBackgroundRefreshes'?)",
+    ],
+    [
+      'createTieredCache',
+      () => createTieredCache(loose({ local: testCache(), remote: testCache(), localTTL: 5 })),
+      "options.localTTL is not an option (did you mean 'localTtl'?)",
+    ],
+    [
+      'whenIdle',
+      () => whenIdle(testCache(), loose({ timout: 5 })),
+      "options.timout is not an option (did you mean 'timeout'?)",
+    ],
+  ];
+
+  it.each(cases)('%s', async (_, call, message) => {
+    let thrown: unknown;
+    try {
+      await call();
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(TypeError);
+    expect((thrown as Error).message).toBe(message);
+  });
+
+  it('nothing was read or written, and known options holding undefined are fine', async () => {
+    const cache = testCache();
+    await expect(
+      getOrComputeWith(cache, 'k', loose({ ttl: 1_000, distributedFilLock: true }), fill),
+    ).rejects.toThrow(TypeError);
+    expect(cache.calls.get + cache.calls.set).toBe(0);
+    expect(
+      await getOrComputeWith(cache, 'k', { ttl: undefined, signal: undefined, tags: undefined }, fill),
+    ).toBe(1);
+  });
+
+  it('a name inherited from a prototype is not an option the caller wrote', async () => {
+    const options = Object.assign(Object.create({ inherited: true }) as object, { ttl: 1_000 });
+    expect(await getOrComputeWith(testCache(), 'k', options, fill)).toBe(1);
   });
 });

@@ -98,6 +98,29 @@ describe('checkValue on a cached value', () => {
     expect(stats().checkValueFailures).toBe(2);
   });
 
+  it('a function that returns neither true, false nor a string fails, saying what it returned', async () => {
+    const cache = testCache();
+    await setValue(cache, 'k', 1);
+    // A function that forgot its `return` answers undefined: not "returned false".
+    const forgot = ((value: unknown) => {
+      void value;
+    }) as unknown as (value: unknown) => boolean;
+    expect(
+      await getOrComputeWith(cache, 'k', { checkValue: forgot }, () => 2).catch((e: Error) => e.message),
+    ).toBe(
+      'checkValue rejected the value: checkValue returned undefined, not true, false or a reason string',
+    );
+    expect(checkEvents()[0]?.issues).toEqual([
+      { message: 'checkValue returned undefined, not true, false or a reason string' },
+    ]);
+    const one = (() => 1) as unknown as (value: unknown) => boolean;
+    await setValue(cache, 'n', 1);
+    expect(await getValue(cache, 'n', { checkValue: one })).toBeUndefined();
+    expect(checkEvents()[2]?.issues).toEqual([
+      { message: 'checkValue returned number 1, not true, false or a reason string' },
+    ]);
+  });
+
   it('an asynchronous Standard Schema works on hits and on fills', async () => {
     const cache = testCache({ async: true });
     const AsyncUser = User.refine(async (user) => user.name !== 'banned');

@@ -46,6 +46,7 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'changeEntry',
   'createEntry',
   // the never-older rule, errors and backend faults
+  'checkKnownKeys',
   'messageOf',
   'reportBackendError',
   'reportWarning',
