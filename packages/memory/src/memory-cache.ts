@@ -1,5 +1,5 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
-import { shouldReplace } from '@stampede/core/adapter';
+import { checkKnownKeys, shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
 import { createLatestTimes } from './latest-times.js';
 
@@ -74,6 +74,8 @@ const NO_GET_OPTIONS: LRUCache.GetOptions<string, CacheEntry, unknown> = Object.
 // longer: whether an entry is fresh, stale or gone is decided by the core on its own clock.
 const TTL_RESOLUTION_MS = 1_000;
 
+const MEMORY_OPTIONS: ReadonlySet<string> = new Set(['max', 'name', 'lru']);
+
 /**
  * An in-process cache on lru-cache. Values are stored as they are (no serialisation, so a hit is
  * a map lookup); each entry's physical TTL is `ttl + staleWhileRevalidate`.
@@ -84,6 +86,7 @@ const TTL_RESOLUTION_MS = 1_000;
  */
 export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  checkKnownKeys(options, MEMORY_OPTIONS, 'options');
   const { max = 10_000, name = 'memory', lru: given } = options;
   if (typeof name !== 'string' || name.length === 0)
     throw new TypeError('options.name must be a non-empty string');

@@ -115,6 +115,13 @@ describe('createMemoryCache', () => {
     expect(() => createMemoryCache({ lru: new LRUCache({ maxSize: 5_000 }) })).toThrow(/sizeCalculation/);
     expect(() => createMemoryCache({ lru: new LRUCache({ max: 10, maxEntrySize: 500 }) })).toThrow(TypeError);
     expect(() => createMemoryCache({ name: '' })).toThrow(/options\.name/);
+    // lru-cache's own options are not this factory's: a `ttl` here would be silently ignored.
+    expect(() => createMemoryCache({ max: 5, ttl: 1_000 } as never)).toThrow(
+      new TypeError('options.ttl is not an option (known: max, name, lru)'),
+    );
+    expect(() => createMemoryCache({ maxx: 5 } as never)).toThrow(
+      "options.maxx is not an option (did you mean 'max'?)",
+    );
     expect(() => createMemoryCache({ lru: new Map() as unknown as LRUCache<string, CacheEntry> })).toThrow(
       /options\.lru/,
     );

@@ -168,7 +168,7 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
   checkOptions(options);
   const { client, pushWakeUp = true } = options;
   const lockClient = options.lockClient ?? client;
-  const parsed = parseRedisProtocolOptions(options, 'node-redis');
+  const parsed = parseRedisProtocolOptions(options, 'node-redis', ['client', 'pushWakeUp', 'lockClient']);
   const { prefix, name } = parsed;
   const createError = (...args: ConstructorParameters<typeof NodeRedisCacheError>) =>
     new NodeRedisCacheError(...args);

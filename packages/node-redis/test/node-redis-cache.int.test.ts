@@ -49,6 +49,9 @@ describe('createNodeRedisCache options', () => {
     expect(() => createNodeRedisCache({ client, pushWakeUp: 'yes' as never })).toThrow(/options\.pushWakeUp/);
     expect(() => createNodeRedisCache({ client, operationTimeout: 0 })).toThrow(RangeError);
     expect(() => createNodeRedisCache({ client, prefix: 'a{}' })).toThrow(RangeError);
+    expect(() => createNodeRedisCache({ client, pushWakeup: false } as never)).toThrow(
+      new TypeError("options.pushWakeup is not an option (did you mean 'pushWakeUp'?)"),
+    );
     // A createCluster() client has a client's commands, but its tagged writes and reads fail (a
     // script touching keys of other slots): every call would fill, seen only as backend errors.
     const cluster = createCluster({ rootNodes: [{ url }] });

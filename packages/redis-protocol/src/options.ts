@@ -1,4 +1,5 @@
 import {
+  checkKnownKeys,
   type Duration,
   type Serializer,
   type SerializerOption,
@@ -42,18 +43,30 @@ export const DEFAULT_OPERATION_TIMEOUT = 1_000;
 /** The default `tombstoneTtl`, in ms. */
 export const DEFAULT_TOMBSTONE_TTL = 10_000;
 
+const SHARED_OPTIONS = ['prefix', 'name', 'serializer', 'operationTimeout', 'tombstoneTtl'] as const;
+const knownSets = new Map<string, ReadonlySet<string>>();
+
 /**
  * Checks the shared options (naming the one at fault, as `options.<name>`) and applies the
  * defaults; `defaultName` is the binding's default cache name. The binding checks its client and
- * its own options first.
+ * its own options first. `own` lists the binding's own option names (`client`, `lockClient`, ...):
+ * any other name is a `TypeError`, so a misspelt option is not silently ignored.
  *
- * @throws TypeError for an option of the wrong type; RangeError for a duration below 1 ms or a
- * prefix that opens an empty hash tag
+ * @throws TypeError for an option of the wrong type or an unknown option; RangeError for a duration
+ * below 1 ms or a prefix that opens an empty hash tag
  */
 export function parseRedisProtocolOptions(
   options: RedisProtocolOptions,
   defaultName: string,
+  own: readonly string[] = [],
 ): ParsedRedisProtocolOptions {
+  const id = own.join(',');
+  let known = knownSets.get(id);
+  if (known === undefined) {
+    known = new Set([...SHARED_OPTIONS, ...own]);
+    knownSets.set(id, known);
+  }
+  checkKnownKeys(options, known, 'options');
   const { prefix = DEFAULT_PREFIX, name = defaultName } = options;
   if (typeof prefix !== 'string')
     throw new TypeError(`options.prefix must be a string; got ${typeof prefix}`);

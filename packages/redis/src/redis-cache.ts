@@ -162,6 +162,7 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
   const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
     options,
     'redis',
+    ['client', 'pushWakeUp', 'lockClient'],
   );
   // With ioredis's `keyPrefix`, Redis holds `keyPrefix + prefix + ...`: the names the protocol works
   // with (channels and keys built inside scripts included), ioredis adding its part to keys itself.

@@ -31,6 +31,13 @@ describe('createRedisCache options', () => {
     expect(() => createRedisCache({ client, tombstoneTtl: 'soon' as never })).toThrow(/tombstoneTtl/);
     expect(() => createRedisCache({ client, pushWakeUp: 'yes' as never })).toThrow(/pushWakeUp/);
     expect(() => createRedisCache({ client, lockClient: {} as never })).toThrow(/options.lockClient/);
+    // A misspelt option would otherwise be ignored (locks silently on the values' server).
+    expect(() => createRedisCache({ client, lockclient: client } as never)).toThrow(
+      new TypeError("options.lockclient is not an option (did you mean 'lockClient'?)"),
+    );
+    expect(() => createRedisCache({ client, prefx: 'app:' } as never)).toThrow(
+      /options\.prefx is not an option/,
+    );
   });
 
   it('takes a lockClient, and leaves a lazyConnect client unconnected until the cache is used', () => {

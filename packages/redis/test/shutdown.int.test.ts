@@ -45,7 +45,9 @@ describe('a replica shut down while it fills', () => {
       return 'filled again';
     });
     const waitedMs = Date.now() - startedAt;
-    console.log(`[shutdown] the other replica answered in ${waitedMs} ms (fill ${FILL_MS} ms, lockWaitTimeout 5 s)`);
+    console.log(
+      `[shutdown] the other replica answered in ${waitedMs} ms (fill ${FILL_MS} ms, lockWaitTimeout 5 s)`,
+    );
     expect(value).toBe('from the closing replica');
     expect(fills).toBe(0);
     // Woken by the closing replica's announcement at the end of its fill, not by lockWaitTimeout.

@@ -152,6 +152,7 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
     options,
     'upstash',
+    ['client', 'waitUntil', 'pushWakeUp', 'lockClient'],
   );
   const createError = (...args: ConstructorParameters<typeof UpstashCacheError>): UpstashCacheError =>
     new UpstashCacheError(...args);

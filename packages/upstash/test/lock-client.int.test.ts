@@ -81,5 +81,9 @@ describe('lockClient', () => {
     expect(() => createUpstashCache({ client: h.client(), lockClient: {} as never })).toThrow(
       /options\.lockClient must be a Redis from @upstash\/redis/,
     );
+    // A misspelt option (here waitUntil, which edge runtimes need) would otherwise be ignored.
+    expect(() => createUpstashCache({ client: h.client(), waituntil: () => {} } as never)).toThrow(
+      new TypeError("options.waituntil is not an option (did you mean 'waitUntil'?)"),
+    );
   });
 });
