@@ -1,3 +1,4 @@
+import { checkKnownKeys } from '@stampede/core/adapter';
 import { type Registry, type RegistryContentType, register } from 'prom-client';
 import { createCounters } from './counters.js';
 import { MetricAlreadyRegisteredError } from './errors.js';
@@ -47,6 +48,13 @@ export interface StampedeMetrics {
   unregister(): void;
 }
 
+const METRICS_OPTIONS: ReadonlySet<string> = new Set([
+  'registry',
+  'prefix',
+  'fillDurationBuckets',
+  'lockWaitDurationBuckets',
+]);
+
 /**
  * Registers stampede's Prometheus metrics on a prom-client registry: one counter per
  * `@stampede/core` stat (`stampede_hits_total`, `stampede_coalesced_waits_total`, ...), read from
@@ -67,6 +75,11 @@ export interface StampedeMetrics {
  * metrics.unregister();
  */
 export function registerStampedeMetrics(options: StampedeMetricsOptions = {}): StampedeMetrics {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`options must be an object; got ${options === null ? 'null' : typeof options}`);
+  }
+  // A misspelt option (`fillDurationBucket`) would otherwise be ignored.
+  checkKnownKeys(options, METRICS_OPTIONS, 'options');
   const {
     registry = register,
     prefix = 'stampede_',

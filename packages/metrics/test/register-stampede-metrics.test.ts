@@ -436,6 +436,11 @@ describe('registerStampedeMetrics', () => {
     expect(() => registerStampedeMetrics({ registry, prefix: 42 as unknown as string })).toThrow(TypeError);
     expect(() => registerStampedeMetrics({ registry, fillDurationBuckets: [] })).toThrow(TypeError);
     expect(() => registerStampedeMetrics({ registry, lockWaitDurationBuckets: [1, 0.5] })).toThrow(TypeError);
+    // A misspelt option would otherwise be ignored: the default buckets, silently.
+    expect(() => registerStampedeMetrics({ registry, fillDurationBucket: [1] } as never)).toThrow(
+      new TypeError("options.fillDurationBucket is not an option (did you mean 'fillDurationBuckets'?)"),
+    );
+    expect(() => registerStampedeMetrics(null as never)).toThrow('options must be an object; got null');
     expect(registry.getMetricsAsArray()).toHaveLength(0);
   });
 

@@ -1,4 +1,5 @@
 import type { Cache } from '@stampede/core';
+import { checkKnownKeys } from '@stampede/core/adapter';
 
 /**
  * What an adapter supports beyond the required `get`, `set` and `delete`. Declared, not inferred:
@@ -104,6 +105,16 @@ export interface ConformanceOptions {
 const REQUIRED_CAPABILITIES = ['lock', 'extend', 'push', 'sync', 'roundTrip'] as const;
 const OPTIONAL_CAPABILITIES = ['tags', 'bus', 'lockAndRead', 'commit', 'delta', 'serverClock'] as const;
 
+const SUITE_OPTIONS: ReadonlySet<string> = new Set([
+  'name',
+  'capabilities',
+  'create',
+  'replica',
+  'replicaLag',
+  'clock',
+  'teardown',
+]);
+
 const describe = (value: unknown): string => (value === null ? 'null' : typeof value);
 
 /**
@@ -116,6 +127,8 @@ export function checkOptions(options: ConformanceOptions): void {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
+  // A misspelt hook or flag (`replicalag`, `teardwon`) would otherwise be ignored.
+  checkKnownKeys(options, SUITE_OPTIONS, 'options');
   if (typeof options.name !== 'string' || options.name.length === 0) {
     throw new TypeError('options.name must be a non-empty string');
   }

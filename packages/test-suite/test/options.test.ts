@@ -35,6 +35,11 @@ describe('describeCacheConformance options', () => {
       { ...valid, capabilities: { ...valid.capabilities, tag: true } },
       /options\.capabilities\.tag is not a capability/,
     ],
+    [
+      'a misspelt option (a replicaLag written otherwise would be ignored)',
+      { ...valid, replicalag: true },
+      "options.replicalag is not an option (did you mean 'replicaLag'?)",
+    ],
   ])('rejects %s with a TypeError', (_label, options, message) => {
     expect(() => describeCacheConformance(options as unknown as ConformanceOptions)).toThrow(TypeError);
     expect(() => describeCacheConformance(options as unknown as ConformanceOptions)).toThrow(message);
