@@ -71,10 +71,10 @@ export interface TieredCache extends Cache {
    */
   invalidateTags?(tags: readonly string[]): Promise<void>;
   /**
-   * Frees `local` for another tiered cache at once, waits for this process's work on the tiered
-   * cache (fills, background refreshes and their writes; see `whenIdle`) at most `options.timeout`
-   * (default `'5s'`), then stops listening on the remote's bus. Closes neither `local` nor `remote`
-   * (you own them): close the remote after this.
+   * Waits for this process's work on the tiered cache (fills, background refreshes and their
+   * writes; see `whenIdle`) at most `options.timeout` (default `'5s'`), then stops listening on the
+   * remote's bus and frees `local` for another tiered cache (at once when nothing runs). Closes
+   * neither `local` nor `remote` (you own them): close the remote after this.
    *
    * @throws TypeError / RangeError (as a rejection) when `options.timeout` is not a duration
    */
@@ -189,7 +189,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const owner = localTiers.get(local);
   if (owner !== undefined) {
     throw new TypeError(
-      `options.local is already the local cache of tiered cache '${owner.name}': give each tiered cache a local cache of its own (close() that one first to reuse it)`,
+      `options.local is already the local cache of tiered cache '${owner.name}': give each tiered cache a local cache of its own (close() that one first, and await it while it has fills in flight, to reuse it)`,
     );
   }
 
@@ -445,15 +445,18 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       } catch (error) {
         return Promise.reject(error);
       }
-      if (localTiers.get(local) === claim) localTiers.delete(local);
-      // Idle: stops listening now, as a caller that does not await expects.
-      if (!hasWork(cache)) {
+      // `local` is freed only once this cache's fills have stopped writing into it: a tiered cache
+      // that takes it over (another remote, another tenant) must not be answered with their values.
+      const finish = (): void => {
+        if (localTiers.get(local) === claim) localTiers.delete(local);
         unsubscribe?.();
+      };
+      // Idle: done now, as a caller that does not await expects.
+      if (!hasWork(cache)) {
+        finish();
         return Promise.resolve();
       }
-      return whenIdle(cache, { timeout }).then(() => {
-        unsubscribe?.();
-      });
+      return whenIdle(cache, { timeout }).then(finish);
     },
   };
 

@@ -113,7 +113,7 @@ describe('whenIdle', () => {
 });
 
 describe("a tiered cache's close()", () => {
-  it('frees its L1 at once, waits for its fills, then stops listening on the bus', async () => {
+  it('waits for its fills, then stops listening on the bus and frees its L1', async () => {
     const store = new RemoteStore();
     const local = localCache();
     const remote = remoteCache(store);
@@ -124,17 +124,21 @@ describe("a tiered cache's close()", () => {
     void cache.close().then(() => {
       closed = true;
     });
-    // L1 is free for another tiered cache at once (as before close() waited).
-    createTieredCache({ local, remote, name: 'idle-tiered-next' }).close();
     await flush();
     expect(closed).toBe(false);
     expect(store.subscribers.size).toBe(1);
+    // Its fill still writes into L1: another tiered cache (another remote, another tenant) may not
+    // take L1 over yet.
+    expect(() =>
+      createTieredCache({ local, remote: remoteCache(new RemoteStore()), name: 'idle-next' }),
+    ).toThrow(/options\.local is already the local cache of tiered cache 'idle-tiered'/);
     fill.resolve('v');
     expect(await answer).toBe('v');
     await flush();
     expect(closed).toBe(true);
     expect(store.subscribers.size).toBe(0);
     expect(store.read('k')?.value).toBe('v');
+    await createTieredCache({ local, remote, name: 'idle-tiered-next' }).close();
   });
 
   it('rejects a bad timeout, naming it', async () => {

@@ -85,12 +85,13 @@ describe('createTieredCache', () => {
     // The keys are the caller's in L1: the second cache would be answered with the first one's values.
     expect(() => createTieredCache({ local: shared, remote: remoteCache(other), name: 'tenant-b' })).toThrow(
       new TypeError(
-        "options.local is already the local cache of tiered cache 'tenant-a': give each tiered cache a local cache of its own (close() that one first to reuse it)",
+        "options.local is already the local cache of tiered cache 'tenant-a': give each tiered cache a local cache of its own (close() that one first, and await it while it has fills in flight, to reuse it)",
       ),
     );
     expect(await getOrCompute(first, 'k', 60_000, () => 'a')).toBe('a');
-    first.close();
-    first.close();
+    // The fill's write may still be in flight: close() frees L1 once it has landed.
+    await first.close();
+    await first.close();
     const second = createTieredCache({ local: shared, remote: remoteCache(other), name: 'tenant-b' });
     // Closing the first again does not release the second's hold.
     first.close();
