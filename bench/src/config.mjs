@@ -9,7 +9,7 @@ const int = (name, fallback) => {
 };
 
 export const config = {
-  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory, tiered, outage, steady, tags). */
+  /** Which scenarios run: comma-separated names (hit, herd, failing, fleet, swr, commands, memory, tiered, outage, steady, tags, shutdown). */
   only: (process.env.BENCH_ONLY ?? '')
     .split(',')
     .map((s) => s.trim())
@@ -63,6 +63,7 @@ export const config = {
     ttlMs: 1_000,
     graceMs: 5_000,
   },
+  shutdown: { rounds: int('BENCH_SHUTDOWN_ROUNDS', 5), callers: int('BENCH_SHUTDOWN_CALLERS', 20) },
   tiered: { rounds: int('BENCH_TIERED_ROUNDS', 50), processes: int('BENCH_TIERED_PROCESSES', 4) },
   outage: {
     rounds: int('BENCH_OUTAGE_ROUNDS', 3),

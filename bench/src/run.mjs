@@ -13,6 +13,7 @@ import { herdScenario } from './scenarios/herd.mjs';
 import { hitScenario } from './scenarios/hit.mjs';
 import { memoryScenario } from './scenarios/memory.mjs';
 import { outageScenario } from './scenarios/outage.mjs';
+import { shutdownScenario } from './scenarios/shutdown.mjs';
 import { steadyScenario } from './scenarios/steady.mjs';
 import { swrScenario } from './scenarios/swr.mjs';
 import { tagsScenario } from './scenarios/tags.mjs';
@@ -60,6 +61,7 @@ const scenarios = [
   ['steady', () => steadyScenario({ url: config.redisUrl }), true],
   ['tags', () => tagsScenario({ url: config.redisUrl }), true],
   ['tiered', () => tieredScenario({ url: config.redisUrl }), true],
+  ['shutdown', () => shutdownScenario({ url: config.redisUrl }), true],
 ];
 
 const targets = [];
