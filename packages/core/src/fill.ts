@@ -11,6 +11,7 @@ import {
 import { releaseRefreshSlot } from './background.js';
 import type { CacheEntry, CacheSetOptions, FillLock, FillOutcome } from './cache.js';
 import { type CheckResult, checkCached, checkEvent, fillCheckFailure } from './check-value.js';
+import { messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
@@ -217,9 +218,24 @@ export function handOff(state: CacheState, options: ResolvedOptions, work: Promi
   if (options.waitUntil === undefined) return;
   try {
     options.waitUntil(work);
-  } catch {
-    // The platform refusing to extend the request only shortens the work's life.
+  } catch (error) {
+    // The work still runs, but nothing keeps it alive after the response: on an edge runtime the
+    // write, the lock release or the refresh is cancelled. The usual cause is a method passed
+    // without its object (`ctx.waitUntil`: "Illegal invocation"), which fails every time.
+    if (state.warnedWaitUntil === true) return;
+    state.warnedWaitUntil = true;
+    reportWarning(state.name, waitUntilThrew(`cache '${state.name}'`, error));
   }
+}
+
+/** The warning for a `waitUntil` that threw: the work handed to it is not kept alive after the response. */
+function waitUntilThrew(where: string, error: unknown): string {
+  return (
+    `stampede: the waitUntil given to ${where} threw (${messageOf(error)}): the work handed to it ` +
+    '(writes, lock releases, background refreshes) is not kept alive after the response. Pass the ' +
+    "platform's waitUntil bound to its object: `(promise) => ctx.waitUntil(promise)`, " +
+    "`ctx.waitUntil.bind(ctx)`, or `import { waitUntil } from 'cloudflare:workers'`."
+  );
 }
 
 /**

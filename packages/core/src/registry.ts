@@ -34,6 +34,8 @@ export interface CacheState {
    * copy of the core may lack it).
    */
   running?: Set<Promise<unknown>>;
+  /** A caller's `waitUntil` threw and this was warned of (once per cache). */
+  warnedWaitUntil?: boolean;
 }
 
 // The state hangs off the cache object under a symbol (one property load on the hit path); a frozen

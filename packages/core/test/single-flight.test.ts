@@ -5,6 +5,7 @@ import {
   getValue,
   inFlightCount,
   invalidate,
+  onStampedeEvent,
   resetStats,
   stats,
 } from '../src/index.js';
@@ -157,6 +158,44 @@ describe('the write', () => {
     expect(waitUntil).toHaveBeenCalledTimes(1);
     await waitUntil.mock.calls[0]?.[0];
     expect(cache.backend.read('k')?.value).toBe('v');
+  });
+
+  it('warns once per cache when waitUntil throws (a method passed without its object), and the fill still answers and writes', async () => {
+    // As workerd's ExecutionContext: `waitUntil` called without `this` throws "Illegal invocation".
+    const ctx = {
+      kept: [] as Promise<unknown>[],
+      waitUntil(this: { kept: Promise<unknown>[] } | undefined, promise: Promise<unknown>) {
+        if (this !== ctx)
+          throw new TypeError('Illegal invocation: function called with incorrect `this` reference.');
+        this.kept.push(promise);
+      },
+    };
+    const warnings: string[] = [];
+    const stop = onStampedeEvent((event) => {
+      if (event.type === 'warning') warnings.push(event.message);
+    });
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const cache = testCache({ async: true, name: 'unbound-wait-until' });
+      const options = { ttl: 1_000, waitUntil: ctx.waitUntil };
+      expect(await getOrComputeWith(cache, 'a', options, () => 'v')).toBe('v');
+      expect(await getOrComputeWith(cache, 'b', options, () => 'w')).toBe('w');
+      await flush();
+      expect(cache.backend.read('a')?.value).toBe('v');
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(
+        /^stampede: the waitUntil given to cache 'unbound-wait-until' threw \(Illegal invocation.*\): the work handed to it .* is not kept alive after the response\. Pass the platform's waitUntil bound to its object/,
+      );
+      // Bound, it is used and nothing is said.
+      expect(
+        await getOrComputeWith(cache, 'c', { ttl: 1_000, waitUntil: (p) => ctx.waitUntil(p) }, () => 'x'),
+      ).toBe('x');
+      expect(ctx.kept).toHaveLength(1);
+      expect(warnings).toHaveLength(1);
+    } finally {
+      stop();
+      warn.mockRestore();
+    }
   });
 });
 

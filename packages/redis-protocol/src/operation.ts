@@ -120,6 +120,7 @@ export interface OperationRunner {
 /** The {@link OperationRunner} of a cache with these options. */
 export function createOperationRunner(options: OperationRunnerOptions): OperationRunner {
   const { name, label, operationTimeout: ms, createError, mapError, waitUntil } = options;
+  let warnedWaitUntil = false;
   // A misconnected client: each kind warned of once for the cache's life.
   const misconnections = MISCONNECTIONS.filter(
     (kind) => !(kind.clusterClientsFollow && options.cluster === true),
@@ -196,8 +197,17 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
       if (waitUntil !== undefined) {
         try {
           waitUntil(request.catch(() => undefined));
-        } catch {
-          // Outside a request (a script, a test) there is nothing to keep alive.
+        } catch (error) {
+          // Nothing keeps the request alive after the response: on an edge runtime it is
+          // cancelled. Usually a method passed without its object (`ctx.waitUntil`: "Illegal
+          // invocation"), which fails every time: said once.
+          if (!warnedWaitUntil) {
+            warnedWaitUntil = true;
+            reportWarning(
+              name,
+              `stampede: options.waitUntil of cache '${name}' threw (${messageOf(error)}): its requests are not kept alive after the response. Pass the platform's waitUntil bound to its object: \`(promise) => ctx.waitUntil(promise)\`, \`ctx.waitUntil.bind(ctx)\`, or \`import { waitUntil } from 'cloudflare:workers'\`.`,
+            );
+          }
         }
       }
       return request;

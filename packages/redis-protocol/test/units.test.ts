@@ -132,7 +132,18 @@ describe('createOperationRunner', () => {
         throw new Error('outside a request');
       },
     });
-    await expect(throwing.keepAlive(Promise.resolve(2))).resolves.toBe(2);
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      await expect(throwing.keepAlive(Promise.resolve(2))).resolves.toBe(2);
+      await expect(throwing.keepAlive(Promise.resolve(3))).resolves.toBe(3);
+      // Nothing keeps the requests alive after the response: said once for the cache.
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(String(warn.mock.calls[0]?.[0])).toMatch(
+        /^stampede: options\.waitUntil of cache 'b' threw \(outside a request\): its requests are not kept alive after the response\. Pass the platform's waitUntil bound to its object/,
+      );
+    } finally {
+      warn.mockRestore();
+    }
   });
 });
 

@@ -14,6 +14,7 @@ interface WorkerAnswer {
   ms: number;
   stats: Record<string, number>;
   hasProcess: boolean;
+  warnings: string[];
 }
 
 let h: Harness;
@@ -84,6 +85,18 @@ describe('@stampede/core + @stampede/upstash inside workerd (miniflare)', () => 
     expect(second.value).toEqual(first.value);
     expect(second.stats).toEqual({ hits: 1 });
     console.log(`workerd: herd of 50 in ${first.ms} ms with 1 fill; hit in ${second.ms} ms`);
+  });
+
+  it("says once that a waitUntil passed without its object throws (workerd's Illegal invocation), and still answers", async () => {
+    const answer = await ask('key=unbound&herd=5&unbound=1');
+    expect(answer.fills).toBe(1);
+    expect(answer.distinct).toBe(1);
+    expect(answer.warnings).toHaveLength(1);
+    expect(answer.warnings[0]).toMatch(
+      /^stampede: the waitUntil given to cache 'upstash' threw \(.*Illegal invocation.*\): the work handed to it .* is not kept alive after the response/,
+    );
+    const again = await ask('key=unbound-2&herd=1&unbound=1');
+    expect(again.warnings).toEqual([]);
   });
 
   it('still answers from the fill inside the worker while the REST server fails', async () => {
