@@ -1,3 +1,4 @@
+import { messageOf } from './errors.js';
 import { shared } from './shared.js';
 
 /** A fill ran (in the foreground, or as a stale-while-revalidate or early refresh). */
@@ -195,8 +196,17 @@ export function emit(event: StampedeEvent): void {
   for (const listener of listeners.slice()) {
     try {
       listener(event);
-    } catch {
-      // A listener's bug must never fail the request that produced the event.
+    } catch (error) {
+      // A listener's bug must never fail the request that produced the event, nor go unseen (a
+      // metrics listener that throws would leave its figures silently wrong): said once per listener,
+      // on the console only (a `warning` event would go back to the listener that threw).
+      if (warnedListeners.has(listener)) continue;
+      warnedListeners.add(listener);
+      console.warn(
+        `stampede: an onStampedeEvent listener threw on a '${event.type}' event (${messageOf(error)}); it stays registered, and its later errors are not reported.`,
+      );
     }
   }
 }
+
+const warnedListeners = new WeakSet<StampedeListener>();
