@@ -3,6 +3,7 @@ import type { CacheEntry, FillAnnouncement, FillLock, FillOutcome } from './cach
 import { emit, hasListeners, type LockWaitEvent } from './events.js';
 import { LOCK_POLL_CEILING, type ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
+import { reportBackendError } from './stats.js';
 import { setLongTimeout } from './timers.js';
 
 /** How the lock protocol ended for one fill. */
@@ -127,8 +128,10 @@ export async function acquireOrWait(
             }
           : undefined,
       );
-    } catch {
-      // Push wake-up is an optimisation; polling alone is still correct.
+    } catch (error) {
+      // Push wake-up is an optimisation; polling alone is still correct, but slower: an adapter
+      // whose `onFillDone` throws is counted and reported, not left unseen.
+      reportBackendError(state.name, 'subscribe', key, error);
     }
   };
   // Where the key's subscription is already acknowledged, listening starts before the lock attempt:
@@ -136,8 +139,9 @@ export async function acquireOrWait(
   let hears = false;
   try {
     hears = cache.onFillDone !== undefined && cache.hearsFillDone?.(key) === true;
-  } catch {
+  } catch (error) {
     // Then it listens after losing, as without the capability.
+    reportBackendError(state.name, 'subscribe', key, error);
   }
   if (hears) listen(false);
   try {

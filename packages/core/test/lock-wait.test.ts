@@ -136,6 +136,35 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(winner.cache.calls.release).toEqual(['filled']);
   });
 
+  it("an adapter whose onFillDone throws: the loser polls (still the winner's value), and the fault is counted and reported", async () => {
+    const backend = new Backend();
+    const winner = replica(backend);
+    const loser = replica(backend, true);
+    loser.cache.onFillDone = () => {
+      throw new Error('subscriber broken');
+    };
+    const faults: string[] = [];
+    const stop = onStampedeEvent((event) => {
+      if (event.type === 'backend-error')
+        faults.push(`${event.operation}: ${(event.error as Error).message}`);
+    });
+    try {
+      const gate = deferred<string>();
+      const a = getOrComputeWith(winner.cache, 'k', LOCKED, () => gate.promise);
+      await vi.advanceTimersByTimeAsync(0);
+      const b = getOrComputeWith(loser.cache, 'k', LOCKED, () => 'loser');
+      await vi.advanceTimersByTimeAsync(120);
+      gate.resolve('winner');
+      await vi.advanceTimersByTimeAsync(200);
+      expect(await a).toBe('winner');
+      expect(await b).toBe('winner');
+      expect(faults).toEqual(['subscribe: subscriber broken']);
+      expect(stats()).toMatchObject({ fills: 1, lockWaitHits: 1, backendErrors: 1 });
+    } finally {
+      stop();
+    }
+  });
+
   it('N replicas x K callers on an expired key: 1 fill in total', async () => {
     const backend = new Backend();
     const replicas = Array.from({ length: 4 }, () => replica(backend));
