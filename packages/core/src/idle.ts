@@ -11,7 +11,7 @@ import { setLongTimeout } from './timers.js';
 // `whenIdle` lets a shutdown wait for that work; the remote adapters' `close()` call it first.
 
 /** How long {@link whenIdle} (and the adapters' `close()`) wait for work by default: 5 s. */
-export const IDLE_TIMEOUT_MS = 5_000;
+const IDLE_TIMEOUT_MS = 5_000;
 
 const IDLE_OPTIONS: ReadonlySet<string> = new Set(['timeout']);
 

@@ -44,7 +44,6 @@ export const DEFAULT_OPERATION_TIMEOUT = 1_000;
 export const DEFAULT_TOMBSTONE_TTL = 10_000;
 
 const SHARED_OPTIONS = ['prefix', 'name', 'serializer', 'operationTimeout', 'tombstoneTtl'] as const;
-const knownSets = new Map<string, ReadonlySet<string>>();
 
 /**
  * Checks the shared options (naming the one at fault, as `options.<name>`) and applies the
@@ -60,13 +59,8 @@ export function parseRedisProtocolOptions(
   defaultName: string,
   own: readonly string[] = [],
 ): ParsedRedisProtocolOptions {
-  const id = own.join(',');
-  let known = knownSets.get(id);
-  if (known === undefined) {
-    known = new Set([...SHARED_OPTIONS, ...own]);
-    knownSets.set(id, known);
-  }
-  checkKnownKeys(options, known, 'options');
+  // Once per cache created: a Set made here costs nothing worth keeping one for.
+  checkKnownKeys(options, new Set([...SHARED_OPTIONS, ...own]), 'options');
   const { prefix = DEFAULT_PREFIX, name = defaultName } = options;
   if (typeof prefix !== 'string')
     throw new TypeError(`options.prefix must be a string; got ${typeof prefix}`);
