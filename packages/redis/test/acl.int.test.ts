@@ -26,7 +26,8 @@ let stopListening: () => void = () => {};
 
 // The line the README gives users to paste (its password placeholder replaced).
 const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-const DOCUMENTED = /^ACL SETUSER stampede .*$/m.exec(README)?.[0];
+// Indented there as part of a list item.
+const DOCUMENTED = /^ *(ACL SETUSER stampede .*)$/m.exec(README)?.[1];
 
 beforeAll(async () => {
   server = await startRedisServer();
