@@ -214,7 +214,7 @@ export async function steadyScenario({ url }) {
 
 /**
  * The earlyRefresh rows side by side with what XFetch predicts for the measured read rate: the
- * figures a user needs to choose `beta` (see "Refreshing ahead of expiry" in the core README).
+ * figures a user needs to choose `beta` (see "Refreshing ahead of expiry" in docs/core.md).
  */
 function betaTable(variants, results, { ttlMs, fillMs, processes, intervalMs }) {
   const rows = variants
@@ -236,7 +236,7 @@ function betaTable(variants, results, { ttlMs, fillMs, processes, intervalMs }) 
   if (rows.length === 0) return [];
   return [
     '',
-    `#### 10b. earlyRefresh: choosing beta (same run; ${processes} x ~${Math.round(1_000 / intervalMs)} reads/s, fill ${fillMs} ms, ttl ${ms(ttlMs)}; "predicted" is XFetch's law for the measured read rate, see the core README)`,
+    `#### 10b. earlyRefresh: choosing beta (same run; ${processes} x ~${Math.round(1_000 / intervalMs)} reads/s, fill ${fillMs} ms, ttl ${ms(ttlMs)}; "predicted" is XFetch's law for the measured read rate, see docs/core.md)`,
     '',
     table(
       [

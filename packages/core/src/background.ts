@@ -5,8 +5,8 @@ import { isolatedRequests, shared } from './shared.js';
 /** Process-wide settings. */
 export interface StampedeConfig {
   /**
-   * How many stale-while-revalidate refreshes may run at once in this process, across all keys and
-   * caches. A stale read that finds the cap reached serves the stale value and retries the refresh on
+   * How many background refreshes (stale-while-revalidate, early refresh, and fills that go on past
+   * `softTimeout`) may run at once in this process, across all keys and caches. A stale read that finds the cap reached serves the stale value and retries the refresh on
    * its next stale read.
    * @default 64
    */

@@ -33,7 +33,8 @@ export interface CacheEntry<T = unknown> {
 /** Options for {@link Cache.set}. */
 export interface CacheSetOptions {
   /**
-   * Physical time to live in milliseconds (the backend may drop the entry after it): `ttl + grace`.
+   * Physical time to live in milliseconds (the backend may drop the entry after it): `ttl + grace`
+   * (with fail-safe `ttl + max(grace, maxStale)`).
    * `undefined` keeps the entry until it is deleted or evicted. `0` (or less) means the entry is
    * already expired: see {@link Cache.set}.
    */

@@ -79,8 +79,10 @@ export interface GetOrComputeOptions {
    */
   earlyRefresh?: boolean | EarlyRefreshOptions | undefined;
   /**
-   * Hands a background refresh's promise to the platform so it outlives the request
-   * (`ctx.waitUntil` on Cloudflare Workers, `waitUntil` from `@vercel/functions`).
+   * Hands the work left after the callers have their value (a fill's write, its lock release and
+   * announcement, a background refresh) to the platform so it outlives the request
+   * (`(promise) => ctx.waitUntil(promise)` on Cloudflare Workers, `waitUntil` from
+   * `@vercel/functions`). One that throws keeps nothing alive: one `warning` per cache says so.
    * @default undefined
    */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;

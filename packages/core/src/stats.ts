@@ -29,7 +29,8 @@ import { shared } from './shared.js';
  * 10. A fresh hit starts at most one early refresh: `earlyRefreshes + earlyRefreshesSkipped <= hits`.
  * 11. `checkValueFailures` counts every value that failed `checkValue`: a cached one read by a call
  *     (that call is also one of `misses`), a fill result (also one of `fillFailures`), a value found
- *     through the lock (the fill then runs instead: not a `lockWaitHits`), and one read by `getValue`.
+ *     through the lock (the fill then runs instead: not a `lockWaitHits`), one that fail-safe's
+ *     confirming read found, and one read by `getValue`.
  * 12. `tagInvalidations` counts tags (an `invalidateTags` of three tags adds 3), not values.
  */
 export interface StampedeStats {

@@ -78,7 +78,8 @@ const MEMORY_OPTIONS: ReadonlySet<string> = new Set(['max', 'name', 'lru']);
 
 /**
  * An in-process cache on lru-cache. Values are stored as they are (no serialisation, so a hit is
- * a map lookup); each entry's physical TTL is `ttl + staleWhileRevalidate`.
+ * a map lookup); each entry's physical TTL is `ttl + staleWhileRevalidate` (with fail-safe
+ * `ttl + max(staleWhileRevalidate, maxStale)`).
  *
  * @example
  * const cache = createMemoryCache({ max: 50_000 });
