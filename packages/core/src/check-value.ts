@@ -33,8 +33,41 @@ function failed(message: string): CheckResult {
   return { ok: false, issues: [{ message }] };
 }
 
-function fromSchema(result: StandardSchemaV1.Result<unknown>): CheckResult {
-  return result.issues ? { ok: false, issues: result.issues } : { ok: true, value: result.value };
+/**
+ * A schema's result as a {@link CheckResult}. A result that is not one a Standard Schema may give
+ * (`{ value }`, or `{ issues }` with an array of issues) fails the value with an issue that says
+ * what came back: taken as a success it would hand callers `undefined`, and its issues, read as an
+ * array, would throw where nobody answers the callers.
+ */
+function fromSchema(result: unknown): CheckResult {
+  try {
+    if (typeof result === 'object' && result !== null) {
+      const { issues } = result as { issues?: unknown };
+      if (issues === undefined) {
+        if ('value' in result) return { ok: true, value: (result as { value: unknown }).value };
+      } else if (Array.isArray(issues) && issues.length > 0) {
+        return { ok: false, issues: issues.map(toIssue) };
+      }
+    }
+    return failed(`checkValue's schema returned ${describeAnswer(result)}, not a Standard Schema result`);
+  } catch (error) {
+    return failed(messageOf(error));
+  }
+}
+
+/** One issue of a schema's result, as the issues of a failed check hold it. */
+function toIssue(issue: unknown): StandardSchemaV1.Issue {
+  if (
+    typeof issue === 'object' &&
+    issue !== null &&
+    typeof (issue as { message?: unknown }).message === 'string'
+  ) {
+    const { message, path } = issue as StandardSchemaV1.Issue;
+    return Array.isArray(path) ? { message, path } : { message };
+  }
+  return {
+    message: typeof issue === 'string' ? issue : `an issue that is not { message }: ${describeAnswer(issue)}`,
+  };
 }
 
 function fromAnswer(answer: unknown, value: unknown): CheckResult {
@@ -60,7 +93,7 @@ export function toValueCheck(option: unknown, name: string): ValueCheck | undefi
   if (isSchema(option)) {
     const schema = option['~standard'];
     return (value) => {
-      let result: ReturnType<typeof schema.validate>;
+      let result: unknown;
       try {
         result = schema.validate(value);
       } catch (error) {

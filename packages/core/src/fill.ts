@@ -273,6 +273,27 @@ export async function execute(
   stale: unknown,
   hint?: WaitHint,
 ): Promise<void> {
+  try {
+    await runFlight(state, flight, options, fill, stale, hint);
+  } catch (error) {
+    // Only a defect gets here (the phases catch what the fill, the backend and the user's callbacks
+    // throw): its callers get it as the fill's error instead of waiting forever, and the key is free.
+    if (flight.result === undefined) {
+      flight.detach();
+      flight.settle({ ok: false, kind: 'fill', error });
+    }
+  }
+}
+
+/** {@link execute}'s phases. */
+async function runFlight(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  fill: FillFn,
+  stale: unknown,
+  hint: WaitHint | undefined,
+): Promise<void> {
   const next = usesFleetLock(state, options)
     ? await lockPhase(state, flight, options, hint)
     : FILL_WITHOUT_LOCK;

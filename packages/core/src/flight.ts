@@ -276,13 +276,17 @@ export class Flight {
       let timer: LongTimeout | undefined;
       let stopListening: (() => void) | undefined;
       const stop = (): void => {
-        stopListening?.();
         timer?.clear();
+        // A signal whose removeEventListener throws must not keep this caller, or the callers
+        // answered after it, waiting.
+        try {
+          stopListening?.();
+        } catch {}
       };
       const answer = (result: FlightResult): void => {
-        stop();
         if (result.ok) resolve(result.value);
         else reject(this.errorFor(result, role));
+        stop();
       };
       const leave = (reason: unknown, error: unknown): void => {
         if (!this.individual.delete(answer)) return;

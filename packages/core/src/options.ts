@@ -323,7 +323,8 @@ function isAbortSignal(value: unknown): value is AbortSignal {
     typeof value === 'object' &&
     value !== null &&
     typeof (value as AbortSignal).aborted === 'boolean' &&
-    typeof (value as AbortSignal).addEventListener === 'function'
+    typeof (value as AbortSignal).addEventListener === 'function' &&
+    typeof (value as AbortSignal).removeEventListener === 'function'
   );
 }
 
@@ -353,7 +354,7 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
       : toPositiveMilliseconds(options.lockPollInterval, 'options.lockPollInterval');
   const signal = options.signal;
   if (signal !== undefined && !isAbortSignal(signal)) {
-    throw new TypeError('options.signal must be an AbortSignal');
+    throw new TypeError(`options.signal must be an AbortSignal; got ${kindOf(signal)}`);
   }
   const fillTimeout = toOptionalMilliseconds(options.fillTimeout, 'options.fillTimeout');
   const waitUntil = options.waitUntil;

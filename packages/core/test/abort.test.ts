@@ -90,6 +90,33 @@ describe('abort signals', () => {
   });
 });
 
+describe('a signal that is not a working AbortSignal', () => {
+  it('an object without removeEventListener is a TypeError naming options.signal, before any read', async () => {
+    const cache = testCache();
+    const fake = { aborted: false, addEventListener() {} } as unknown as AbortSignal;
+    await expect(getOrComputeWith(cache, 'k', { signal: fake }, () => 1)).rejects.toThrow(
+      new TypeError('options.signal must be an AbortSignal; got object'),
+    );
+    expect(cache.calls.get).toBe(0);
+  });
+
+  it('one whose removeEventListener throws still has its caller, and every other caller, answered', async () => {
+    const cache = testCache();
+    const gate = deferred<string>();
+    const broken = new AbortController().signal;
+    broken.removeEventListener = () => {
+      throw new Error('broken polyfill');
+    };
+    const others = new AbortController();
+    const first = getOrComputeWith(cache, 'k', { signal: broken }, () => gate.promise);
+    const second = getOrComputeWith(cache, 'k', { signal: others.signal }, () => 'unused');
+    const third = getOrComputeWith(cache, 'k', { signal: broken }, () => 'unused');
+    gate.resolve('v');
+    expect(await Promise.all([first, second, third])).toEqual(['v', 'v', 'v']);
+    expect(inFlightCount(cache)).toBe(0);
+  });
+});
+
 describe('a signal without a reason (an AbortController polyfill from before `reason`)', () => {
   /** The shape such polyfills give: `aborted` and the listener methods, no `reason`. */
   function polyfilledSignal() {

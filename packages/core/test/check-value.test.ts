@@ -271,6 +271,57 @@ describe('checkValue: bad input', () => {
   );
 });
 
+describe('checkValue: a schema whose validate breaks the Standard Schema contract', () => {
+  const schemaAnswering = (answer: () => unknown): StandardSchemaV1 =>
+    ({ '~standard': { version: 1, vendor: 'broken', validate: answer } }) as unknown as StandardSchemaV1;
+
+  it.each([
+    ['null', () => null, 'null'],
+    ['a number', () => 5, 'number 5'],
+    ['an empty object', () => ({}), 'object'],
+    ['issues that are not an array', () => ({ issues: 'bad' }), 'object'],
+    ['issues that are an object', () => ({ issues: {} }), 'object'],
+    ['a promise of null', () => Promise.resolve(null), 'null'],
+  ])(
+    '%s fails the fill result with an issue saying so; callers are answered and the key is free',
+    async (_name, answer, what) => {
+      const cache = testCache();
+      const checkValue = schemaAnswering(answer);
+      const outcome = await settle(getOrComputeWith(cache, 'k', { checkValue, fillTimeout: '1m' }, () => 1));
+      expect(outcome.ok).toBe(false);
+      const error = outcome.ok ? undefined : (outcome.error as CacheFillError);
+      expect(error).toBeInstanceOf(CacheFillError);
+      expect(error?.kind).toBe('fill');
+      expect(error?.message).toBe(
+        `checkValue rejected the value: checkValue's schema returned ${what}, not a Standard Schema result`,
+      );
+      expect(stats().checkValueFailures).toBe(1);
+      // Nothing was cached and nothing is left in flight: the next call fills again and answers.
+      expect(await getOrComputeWith(cache, 'k', { ttl: '1m' }, () => 2)).toBe(2);
+    },
+  );
+
+  it('on a hit, a malformed result makes the value a miss (the promise rejects nothing synchronously)', async () => {
+    const cache = testCache();
+    await setValue(cache, 'k', 1);
+    let call: Promise<unknown> | undefined;
+    expect(() => {
+      call = getOrComputeWith(cache, 'k', { checkValue: schemaAnswering(() => null) }, () => 2);
+    }).not.toThrow();
+    // The cached value failed, the fill's result fails too: kind 'fill', and the cached 1 was not served.
+    await expect(call).rejects.toMatchObject({ kind: 'fill' });
+    expect(checkEvents()[0]).toMatchObject({ source: 'cache' });
+  });
+
+  it('issues without a message are kept as issues that say what they were', async () => {
+    const cache = testCache();
+    const checkValue = schemaAnswering(() => ({ issues: [{ message: 'too short', path: ['name'] }, 42] }));
+    await expect(getOrComputeWith(cache, 'k', { checkValue }, () => 1)).rejects.toThrow(
+      'checkValue rejected the value: name: too short; an issue that is not { message }: number 42',
+    );
+  });
+});
+
 describe('checkValue with fail-safe: the cache keeps the schema input, callers get its output', () => {
   // A transforming schema: its output (a length) would not pass it again.
   const Length = z.string().transform((text) => text.length);
