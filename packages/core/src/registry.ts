@@ -19,9 +19,10 @@ export interface CacheState {
   /**
    * For a tiered cache, its L1: `getOrCompute`'s hit path answers a fresh L1 copy from it directly
    * (one clock reading, no call through the tiered cache's own `get`). Absent otherwise, and on a
-   * state another copy of the core made before it knew of this.
+   * state another copy of the core made before it knew of this, and once the tiered cache is closed
+   * (its `close()` unsets it).
    */
-  readonly localTier?: Cache;
+  localTier?: Cache | undefined;
   /**
    * When keys were last invalidated or set directly, kept a minute (`fail-safe.ts`): an older entry
    * never becomes a fail-safe fallback. Created on first use (a state made by another copy of the

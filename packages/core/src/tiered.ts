@@ -15,7 +15,7 @@ import { decodeTag, encodeTag } from './envelope.js';
 import { checkKnownKeys, kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
-import { LOCAL_TIER_KEY, shared } from './shared.js';
+import { LOCAL_TIER_KEY, STATE_KEY, shared } from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
 
 /** Options of {@link createTieredCache}. */
@@ -73,8 +73,10 @@ export interface TieredCache extends Cache {
   /**
    * Waits for this process's work on the tiered cache (fills, background refreshes and their
    * writes; see `whenIdle`) at most `options.timeout` (default `'5s'`), then stops listening on the
-   * remote's bus and frees `local` for another tiered cache (at once when nothing runs). Closes
-   * neither `local` nor `remote` (you own them): close the remote after this.
+   * remote's bus, empties `local` of its copies and frees it for another tiered cache (at once when
+   * nothing runs). From then on the tiered cache is its remote alone: calls still answer, from the
+   * remote, and nothing (not even a fill that outlived the timeout) reads or writes `local` again.
+   * Closes neither `local` nor `remote` (you own them): close the remote after this.
    *
    * @throws TypeError / RangeError (as a rejection) when `options.timeout` is not a duration
    */
@@ -198,6 +200,10 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const clearable = local as Clearable;
   // A local cache without `clear` has its keys tracked instead, so a bus recovery can drop them.
   const tracked = typeof clearable.clear === 'function' ? undefined : new Set<string>();
+  // Set once `close()` has freed `local`: from then on this cache is its remote alone. It neither
+  // reads nor writes `local` (which another tiered cache may have taken over, for another remote),
+  // and without its bus subscription an L1 copy could not be kept coherent anyway.
+  let closed = false;
   // Remote reads and writes in flight, by key: an eviction meanwhile marks them, and their result is
   // then not kept in L1 (it may predate the change the eviction announced).
   const pending = new Map<string, Set<Pending>>();
@@ -233,6 +239,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const evictLocal = (key: string): void => {
     const set = pending.get(key);
     if (set !== undefined) for (const token of set) token.evicted = true;
+    if (closed) return;
     tracked?.delete(key);
     settleLocal(key, 'delete', () => local.delete(key));
   };
@@ -245,6 +252,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     direct: boolean | undefined,
     replace = false,
   ): void => {
+    if (closed) return;
     tracked?.add(key);
     const write = () => local.set(key, entry, { ttl, direct });
     settleLocal(key, 'set', () => {
@@ -290,6 +298,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // L1 checks an entry's tags on read (the memory cache does). A local cache that cannot invalidate
   // tags is cleared instead: more misses, never an invalidated value served.
   const invalidateLocalTags = (tags: readonly string[]): void => {
+    if (closed) return;
     if (typeof clearable.invalidateTags !== 'function') {
       clearLocal();
       return;
@@ -414,6 +423,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     local,
     remote,
     get(key) {
+      if (closed) return readRemote(key, undefined);
       let copy: MaybePromise<CacheEntry | undefined>;
       try {
         copy = local.get(key);
@@ -445,9 +455,16 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       } catch (error) {
         return Promise.reject(error);
       }
-      // `local` is freed only once this cache's fills have stopped writing into it: a tiered cache
-      // that takes it over (another remote, another tenant) must not be answered with their values.
+      // `local` is freed once this cache's fills have stopped writing into it, or once `timeout`
+      // passed: emptied of this cache's copies, and never read or written by it again (see
+      // `closed`), so a tiered cache that takes it over (another remote, another tenant) is never
+      // answered with this one's values, not even by a fill that lands after the timeout.
       const finish = (): void => {
+        if (closed) return;
+        clearLocal();
+        closed = true;
+        const state = (cache as { [STATE_KEY]?: { localTier?: Cache } })[STATE_KEY];
+        if (state !== undefined) state.localTier = undefined;
         if (localTiers.get(local) === claim) localTiers.delete(local);
         unsubscribe?.();
       };
@@ -578,7 +595,10 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     Object.assign(cache, { roundTrip });
   }
   // The core's hit path reads fresh L1 copies straight from `local` (see `CacheState.localTier`).
-  Object.defineProperty(cache, LOCAL_TIER_KEY, { value: local, enumerable: false });
+  Object.defineProperty(cache, LOCAL_TIER_KEY, {
+    get: () => (closed ? undefined : local),
+    enumerable: false,
+  });
   localTiers.set(local, claim);
   return cache;
 }

@@ -99,6 +99,57 @@ describe('createTieredCache', () => {
     second.close();
   });
 
+  it('a close() whose timeout passes first frees L1 emptied, and the fill still running never writes into it', async () => {
+    vi.useFakeTimers();
+    try {
+      const shared = localCache();
+      const first = createTieredCache({
+        local: shared,
+        remote: remoteCache(new RemoteStore()),
+        name: 'tenant-1',
+      });
+      await getOrCompute(first, 'cached', 60_000, () => 'tenant 1, cached');
+      const slow = getOrCompute(first, 'profile', 60_000, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        return 'tenant 1 profile';
+      });
+      const closing = first.close({ timeout: 100 });
+      await vi.advanceTimersByTimeAsync(100);
+      await closing;
+      const otherStore = new RemoteStore();
+      const second = createTieredCache({ local: shared, remote: remoteCache(otherStore), name: 'tenant-2' });
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(await slow).toBe('tenant 1 profile');
+      await flush();
+      // Neither the first tenant's copies nor its late write reach the second tenant.
+      expect(await getOrCompute(second, 'profile', 60_000, () => 'tenant 2 profile')).toBe(
+        'tenant 2 profile',
+      );
+      expect(await getOrCompute(second, 'cached', 60_000, () => 'tenant 2, cached')).toBe('tenant 2, cached');
+      second.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('once closed, a tiered cache is its remote alone: it never reads L1 again, so it stays coherent', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    await setValue(a.cache, 'k', 'v1', { ttl: 60_000 });
+    expect(await getOrCompute(a.cache, 'k', 60_000, () => 'unused')).toBe('v1');
+    await a.cache.close();
+    // Another replica's write, which the closed cache no longer hears over the bus.
+    await setValue(b.cache, 'k', 'v2', { ttl: 60_000 });
+    expect(await getOrCompute(a.cache, 'k', 60_000, () => 'unused')).toBe('v2');
+    expect(await getValue(a.cache, 'k')).toBe('v2');
+    // Its own writes go to the remote, not to the L1 it gave up.
+    await setValue(a.cache, 'k', 'v3', { ttl: 60_000 });
+    expect(a.local.get('k')).toBeUndefined();
+    expect(await getValue(b.cache, 'k')).toBe('v3');
+    b.cache.close();
+  });
+
   it('offers the lock, push wake-up and round trip exactly when the remote does', () => {
     const store = new RemoteStore();
     const plain = createTieredCache({ local: localCache(), remote: remoteCache(store) });

@@ -1,6 +1,7 @@
 import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { getOrComputeWith, statsByCache } from '@stampede/core';
+import { createTieredCache, getOrComputeWith, statsByCache } from '@stampede/core';
+import { createMemoryCache } from '@stampede/memory';
 import { randomPrefix, runToExit, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
@@ -248,5 +249,28 @@ describe('close() on shutdown', () => {
       await deletePrefixWith(staying, prefix);
       staying.destroy();
     }
+  });
+
+  it("a tiered cache on it, shut down in the README's order, reports no fault", async () => {
+    const prefix = randomPrefix('nr-tiered-shutdown');
+    const client = await connectedClient();
+    const remote = createNodeRedisCache({ client, prefix, name: 'nr-tiered-shutdown-remote' });
+    const tiered = createTieredCache({ local: createMemoryCache(), remote, name: 'nr-tiered-shutdown' });
+    await getOrComputeWith(tiered, 'k', { ttl: 60_000 }, () => 1);
+    // The bus is subscribed (the tiered cache cleared L1 on the acknowledgement), so close() sends
+    // an UNSUBSCRIBE that the remote's close() then cuts short.
+    await waitFor(
+      async () => ((await observer.pubsub('NUMSUB', `${prefix}bus`)) as [string, number])[1] === 1,
+      {
+        message: 'the bus subscribed',
+      },
+    );
+    await tiered.close();
+    await remote.close();
+    await deletePrefixWith(client, prefix);
+    client.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(statsByCache()['nr-tiered-shutdown-remote']?.backendErrors ?? 0).toBe(0);
+    expect(statsByCache()['nr-tiered-shutdown']?.backendErrors ?? 0).toBe(0);
   });
 });
