@@ -42,9 +42,13 @@ export interface CacheSetOptions {
   /**
    * True for a direct write (`setValue`): it is made after every delete its caller knows of, so it
    * replaces a delete's marker (tombstone) whatever the two times say, where a fill's write is
-   * refused by a delete newer than the fill's start. The never-older rule against a stored entry
-   * still holds. Remote caches need this: their times are on the server's clock, estimated to within
-   * a round trip, so a write right after a delete could otherwise be taken for an older fill.
+   * refused by a delete newer than the fill's start. Remote caches need this: their times are on
+   * the server's clock, estimated to within about a round trip, so a write right after a delete
+   * could otherwise be taken for an older fill. For the same reason a remote cache lets it replace
+   * a stored entry whatever its time (two replicas' `setValue`s land in the order the server runs
+   * them) and stamps it with an estimate never behind the server's clock (a fill's with one never
+   * ahead), so a fill that started before the `setValue` never replaces it. A cache on one clock
+   * (the memory cache) keeps the never-older rule for it.
    * @default false
    */
   readonly direct?: boolean | undefined;

@@ -139,7 +139,8 @@ export function createRedisProtocolCache(
   const slowReads = createSlowReadWatch(operations.name, operations.operationTimeout);
   // The server's time as this process estimates it (its own clock before a measurement): what a
   // delete or a tag invalidation records when the user may not run TIME.
-  const serverNow = (): string => String(Math.round(Date.now() + (clock.offset ?? 0)));
+  // Never behind the server's, so a fill that started before the delete is still refused.
+  const serverNow = (): string => String(Math.round(Date.now() + (clock.ceiling ?? 0)));
 
   // In a Cluster, the read script may touch the tags' keys only when they share the entry's slot.
   const tagsApart = client.cluster === true && !prefixPinsSlot(prefix);
@@ -220,9 +221,17 @@ export function createRedisProtocolCache(
   ): MaybePromise<WriteGuardArgs> => {
     const offset = clock.current();
     return typeof offset === 'number'
-      ? encodeWrite(key, entry, options, offset)
-      : offset.then((measured) => encodeWrite(key, entry, options, measured));
+      ? encodeWrite(key, entry, options, writeOffset(options, offset))
+      : offset.then((measured) => encodeWrite(key, entry, options, writeOffset(options, measured)));
   };
+  // Two replicas' estimates of the server's clock differ by up to what each has proven (about a
+  // round trip plus a millisecond of Date.now()'s resolution, either way): a fill that started just
+  // before a `setValue` on another replica could be stamped after it, and replace it. A fill's
+  // times move by an offset never ahead of the server, a direct write's by one never behind, so a
+  // `setValue` always wins over a fill that started before it (a fill that starts within that
+  // margin after it loses too: the value the caller set stays, and the next expiry refills).
+  const writeOffset = (options: CacheSetOptions, measured: number): number =>
+    (options.direct === true ? clock.ceiling : clock.floor) ?? measured;
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
   const writer: FillLockWriter | undefined =

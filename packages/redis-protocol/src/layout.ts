@@ -255,9 +255,12 @@ export function remoteWriteArgs(
 
 /**
  * Lua: KEYS[1] value key; ARGV[1] envelope ('' to remove), ARGV[2] its createdAt, ARGV[3] PX ('' for
- * none; for a removal, the tombstone's), ARGV[4] '1' for a direct write. Refuses (0) when the stored
- * entry is newer or (unless the write is direct) a tombstone is newer than the fill's start, so a
- * fill never replaces a newer value nor undoes an invalidation that happened after it started. A removal that is not refused leaves a tombstone at its createdAt.
+ * none; for a removal, the tombstone's), ARGV[4] '1' for a direct write. Refuses (0) a fill's write
+ * when the stored entry or a tombstone is newer than the fill's start, so a fill never replaces a
+ * newer value nor undoes an invalidation that happened after it started. A direct write
+ * (`setValue`) replaces whatever is stored: the value its caller sets is the latest it knows, and
+ * two replicas' direct writes land in the order Redis runs them, whatever their estimates of its
+ * clock. A removal that is not refused leaves a tombstone at its createdAt.
  * Only a well-formed header of an envelope version this release reads (`s1|` without `delta`, `s2|`
  * with it, and their tagged forms `s1t|`, `s2t|`) counts as an entry: anything else stored there (garbage, another version) reads as a
  * miss, so it must never block the write that repairs it.
@@ -266,11 +269,11 @@ export function remoteWriteArgs(
  */
 export const WRITE_GUARD_LUA = `
 local current = redis.call('GET', KEYS[1])
-if current then
+if current and ARGV[4] ~= '1' then
   local created = tonumber(ARGV[2])
   local deleted = string.match(current, '^t|(%-?%d+)')
   if deleted then
-    if ARGV[4] ~= '1' and tonumber(deleted) > created then return 0 end
+    if tonumber(deleted) > created then return 0 end
   else
     local stored = string.match(current, '^s1t?|(%-?%d+)|%d*|%d*|')
       or string.match(current, '^s2t?|(%-?%d+)|%d*|%d*|%d+|')
@@ -381,6 +384,18 @@ export interface ServerClock {
   /** The current estimate (server minus local, whole ms), or `undefined` before the first one. */
   readonly offset: number | undefined;
   /**
+   * An offset never ahead of the server's (the low end of what the measurements prove, let out for
+   * drift since), or {@link offset} when nothing is proven: a fill's times move by it, so a fill
+   * never looks newer than a delete, a tag invalidation or a `setValue` that came after its start.
+   */
+  readonly floor: number | undefined;
+  /**
+   * An offset never behind the server's (the high end of what is proven, let out for drift), or
+   * {@link offset} when nothing is proven: a `setValue`, and a delete or tag invalidation that
+   * cannot read `TIME`, are stamped by it, so no fill that started before them looks newer.
+   */
+  readonly ceiling: number | undefined;
+  /**
    * The estimate to use now. Before the first measurement, a promise of it (it measures; a failed
    * measurement gives 0, this process's own clock, and is retried on a later call). Afterwards the
    * number itself, and when it is older than the refresh interval a new measurement starts in the
@@ -469,9 +484,20 @@ export function createServerClock(
     return offset;
   };
 
+  const drift = (): number => Math.abs(Date.now() - provenAt) * DRIFT_PER_MS;
   return {
     get offset() {
       return offset;
+    },
+    get floor() {
+      return offset === undefined || !Number.isFinite(low)
+        ? offset
+        : Math.min(offset, Math.floor(low - drift()));
+    },
+    get ceiling() {
+      return offset === undefined || !Number.isFinite(high)
+        ? offset
+        : Math.max(offset, Math.ceil(high + drift()));
     },
     current() {
       const now = Date.now();

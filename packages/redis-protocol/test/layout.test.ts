@@ -204,6 +204,25 @@ describe('createServerClock', () => {
     expect(clock.offset).toBe(64_999);
   });
 
+  it('gives an offset never ahead of the server (floor) and one never behind it (ceiling), let out for drift', async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const { createServerClock } = await import('../src/index.js');
+    const clock = createServerClock(async () => {
+      const server = Date.now() + 5_000;
+      await new Promise((resolve) => setTimeout(resolve, 8));
+      return server;
+    });
+    expect([clock.floor, clock.ceiling]).toEqual([undefined, undefined]);
+    const first = clock.current();
+    await vi.advanceTimersByTimeAsync(8);
+    await first;
+    // [4991, 5001] proven; the middle is 4996, wherever in the round trip the server read its time.
+    expect([clock.floor, clock.offset, clock.ceiling]).toEqual([4_991, 4_996, 5_001]);
+    // 100 ppm of drift a second: 10 s later each bound has moved out by a millisecond.
+    vi.advanceTimersByTime(10_000);
+    expect([clock.floor, clock.ceiling]).toEqual([4_990, 5_002]);
+  });
+
   it('measures again within 250 ms while a slow first round trip leaves it uncertain', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { createServerClock } = await import('../src/index.js');

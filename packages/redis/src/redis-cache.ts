@@ -138,7 +138,7 @@ function checkOptions(options: RedisCacheOptions): void {
 /**
  * A cache on Redis or Redis Cluster through ioredis. Entries are stored as the versioned envelope
  * (`s2|createdAt|freshUntil|staleUntil|delta|payload`, or `s1|...` without the fill's `delta`) with a physical TTL of `ttl + grace` (PX, ms; with fail-safe `ttl + max(grace, maxStale)`); a
- * write never replaces a newer entry, and a delete leaves a short tombstone so a fill that started
+ * fill's write never replaces a newer entry (a `setValue` replaces what is stored), and a delete leaves a short tombstone so a fill that started
  * before it cannot bring the value back. Times are stored on Redis's clock (the cache measures its
  * offset from this process's clock with `TIME`), so replicas whose clocks disagree still order
  * writes and deletes correctly. Implements the distributed fill lock and push wake-up.

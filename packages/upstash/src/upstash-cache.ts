@@ -132,7 +132,7 @@ function checkOptions(options: UpstashCacheOptions): void {
  * A cache on Upstash Redis through `@upstash/redis` (HTTP, so it runs on serverless and edge
  * runtimes). Entries are stored as the versioned envelope (`s2|createdAt|freshUntil|staleUntil|delta|payload`, or `s1|...` without `delta`;
  * never valid JSON, so the client's `automaticDeserialization` hands it back untouched) with a
- * physical TTL of `ttl + grace` (with fail-safe `ttl + max(grace, maxStale)`); a write never replaces a newer entry, and a delete leaves a short
+ * physical TTL of `ttl + grace` (with fail-safe `ttl + max(grace, maxStale)`); a fill's write never replaces a newer entry (a `setValue` replaces what is stored), and a delete leaves a short
  * tombstone so a fill that started before it cannot bring the value back. Times are stored on
  * Redis's clock (the cache measures its offset from this process's clock with `TIME`), so replicas
  * whose clocks disagree still order writes and deletes correctly. Implements the distributed fill
