@@ -369,6 +369,46 @@ async function stopped(state: CacheState, key: string, lock: FillLock | undefine
 }
 
 /**
+ * Ends a fill that failed (it threw, or its result failed `checkValue`, counted by `counted`):
+ * unless the flight was settled meanwhile (`fillTimeout`, every caller gone), its callers get
+ * `error`, or with fail-safe the previous value the cache still confirms (then re-armed). Then
+ * releases the lock as failed and waits for the re-arm's write.
+ */
+async function failFill(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  startedAt: number,
+  error: unknown,
+  release: (outcome: FillOutcome) => Promise<void>,
+  counted?: () => void,
+): Promise<void> {
+  const { counters } = state;
+  // With fail-safe the cache is read once more (callers arriving meanwhile join this flight).
+  const confirmed =
+    flight.fallback === undefined || flight.result !== undefined
+      ? undefined
+      : await confirmFallback(state, flight, options);
+  if (flight.result === undefined) {
+    counters.fillFailures++;
+    if (flight.background) counters.backgroundRefreshFailures++;
+    counted?.();
+    fillEvent(state, flight, startedAt, 'error');
+    // The flight leaves the registry before the callers hear, so the next call retries from scratch
+    // (or, after fail-safe's re-arm, hits the re-armed value).
+    flight.detach();
+    if (confirmed === undefined) flight.settle({ ok: false, kind: 'fill', error });
+    else {
+      flight.settle({ ok: true, value: confirmed.entry.value });
+      activate(state, flight, options, confirmed, 'error');
+    }
+  }
+  await release('failed');
+  // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.
+  if (flight.rearming !== undefined) await flight.rearming;
+}
+
+/**
  * Calls the fill, then delivers its value (or its error) and releases the lock, if one is held. The
  * fill function is called synchronously, before this function first yields.
  */
@@ -407,28 +447,7 @@ async function fillPhase(
       fillSettled(flight);
     }
   } catch (error) {
-    // With fail-safe the cache is read once more (callers arriving meanwhile join this flight).
-    const confirmed =
-      flight.fallback === undefined || flight.result !== undefined
-        ? undefined
-        : await confirmFallback(state, flight, options);
-    // Not settled meanwhile (by fillTimeout, or every caller leaving).
-    if (flight.result === undefined) {
-      counters.fillFailures++;
-      if (flight.background) counters.backgroundRefreshFailures++;
-      fillEvent(state, flight, startedAt, 'error');
-      // The flight leaves the registry before the callers hear, so the next call retries from scratch
-      // (or, after fail-safe's re-arm, hits the re-armed value).
-      flight.detach();
-      if (confirmed === undefined) flight.settle({ ok: false, kind: 'fill', error });
-      else {
-        flight.settle({ ok: true, value: confirmed.entry.value });
-        activate(state, flight, options, confirmed, 'error');
-      }
-    }
-    await release('failed');
-    // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.
-    if (flight.rearming !== undefined) await flight.rearming;
+    await failFill(state, flight, options, startedAt, error, release);
     return;
   }
   // The fill's duration goes into the entry (`delta`): early refreshes and lock waiters time by it.
@@ -440,16 +459,12 @@ async function fillPhase(
     const result = options.check(asCached(state, value));
     checked = isThenable(result) ? await result : result;
     if (!checked.ok) {
-      if (flight.result === undefined) {
-        counters.fillFailures++;
+      const { issues } = checked;
+      // A result that fails the check is a failed fill: with fail-safe, the previous value answers.
+      await failFill(state, flight, options, startedAt, fillCheckFailure(issues), release, () => {
         counters.checkValueFailures++;
-        if (flight.background) counters.backgroundRefreshFailures++;
-        checkEvent(state, flight.key, 'fill', checked.issues);
-        fillEvent(state, flight, startedAt, 'error');
-        flight.detach();
-        flight.settle({ ok: false, kind: 'fill', error: fillCheckFailure(checked.issues) });
-      }
-      await release('failed');
+        checkEvent(state, flight.key, 'fill', issues);
+      });
       return;
     }
   }

@@ -106,7 +106,8 @@ export interface GetOrComputeOptions {
    */
   checkValue?: CheckValue | undefined;
   /**
-   * Fail-safe: when a fill fails (throws, rejects, or passes `fillTimeout`) while a previous value of
+   * Fail-safe: when a fill fails (throws, rejects, passes `fillTimeout`, or returns a value that
+   * fails `checkValue`) while a previous value of
    * the key is at most `maxStale` past the end of its freshness, every caller of that fill (the one
    * that ran it and the ones that joined it) gets that previous value instead of a
    * `CacheFillError`, and the value is re-armed: written back fresh for `throttle`, locally and in a

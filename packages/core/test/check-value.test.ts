@@ -353,6 +353,22 @@ describe('checkValue with fail-safe: the cache keeps the schema input, callers g
     expect(await getOrComputeWith(cache, 'k', options, down())).toBe(5);
   });
 
+  it('a fill result that fails the check is a failed fill: the previous value answers and is re-armed', async () => {
+    const cache = testCache();
+    expect(await getOrComputeWith(cache, 'k', options, () => 'hello')).toBe(5);
+    vi.advanceTimersByTime(TTL + 1);
+    // The source answers, but with what the schema refuses (a number where a string belongs).
+    const bad = vi.fn(() => 42 as unknown as string);
+    expect(await getOrComputeWith(cache, 'k', options, bad)).toBe(5);
+    expect(stats()).toMatchObject({ checkValueFailures: 1, fillFailures: 1, failSafeActivations: 1 });
+    await flush();
+    expect(cache.backend.read('k')).toMatchObject({ value: 'hello', freshUntil: Date.now() + THROTTLE });
+    // Without fail-safe the same result is the caller's error.
+    vi.advanceTimersByTime(THROTTLE + TTL + 1);
+    const plain = { ttl: TTL, checkValue: Length };
+    await expect(getOrComputeWith(cache, 'k', plain, bad)).rejects.toMatchObject({ kind: 'fill' });
+  });
+
   /**
    * A fill of `k` on replica a that fails after replica b wrote `written` (a fresh entry), with the
    * previous value 'hello' expired: the call's outcome, and the shared backend.
