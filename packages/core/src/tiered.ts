@@ -36,7 +36,10 @@ export interface TieredCacheOptions {
   /**
    * The longest an L1 copy lives after it came from (or was written to) the remote cache: the bound
    * on how stale a replica can be when a bus message is lost, or when the remote has no bus (then
-   * it is the only bound). An L1 copy never outlives the entry's own freshness and grace either.
+   * it is the only bound), to within the local cache's expiry resolution (`@stampede/memory` reads
+   * the clock for expiry once a second: up to a second more). An L1 copy never outlives the
+   * entry's own freshness and grace either. Only tiered caches publish on the bus: a write made
+   * through a plain remote cache on the same prefix is bounded by this alone.
    * @default 60000 (1 minute)
    */
   localTtl?: Duration | undefined;
