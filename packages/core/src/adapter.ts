@@ -38,7 +38,7 @@ export {
   stringifyValue,
   toSerializer,
 } from './envelope.js';
-export { checkKnownKeys, messageOf } from './errors.js';
+export { checkKnownKeys, kindOf, messageOf } from './errors.js';
 export type { BackendErrorEvent, BackendOperation } from './events.js';
 export { shouldReplace } from './never-older.js';
 // The Redis-protocol layout (keys, tombstones, the Lua scripts, the server clock) lives in

@@ -1,5 +1,5 @@
 import { clockThreadEnabled, setClockThread } from './clock.js';
-import { checkKnownKeys } from './errors.js';
+import { checkKnownKeys, kindOf } from './errors.js';
 import { isolatedRequests, shared } from './shared.js';
 
 /** Process-wide settings. */
@@ -85,20 +85,23 @@ export function configure(config: StampedeConfig): void {
     clockThread,
   } = config;
   // Every setting is checked before any is applied: a bad one changes nothing.
+  if (max !== undefined && typeof max !== 'number') {
+    throw new TypeError(`config.maxBackgroundRefreshes must be a number; got ${kindOf(max)}`);
+  }
   if (max !== undefined && (!Number.isInteger(max) || max < 0)) {
     throw new RangeError(`config.maxBackgroundRefreshes must be a non-negative integer; got ${String(max)}`);
   }
   if (detect !== undefined && typeof detect !== 'boolean') {
-    throw new TypeError(`config.detectSelfCalls must be a boolean; got ${typeof detect}`);
+    throw new TypeError(`config.detectSelfCalls must be a boolean; got ${kindOf(detect)}`);
   }
   if (isolated !== undefined && typeof isolated !== 'boolean') {
-    throw new TypeError(`config.isolatedRequests must be a boolean; got ${typeof isolated}`);
+    throw new TypeError(`config.isolatedRequests must be a boolean; got ${kindOf(isolated)}`);
   }
   if (random !== undefined && typeof random !== 'function') {
-    throw new TypeError(`config.random must be a function; got ${typeof random}`);
+    throw new TypeError(`config.random must be a function; got ${kindOf(random)}`);
   }
   if (clockThread !== undefined && typeof clockThread !== 'boolean') {
-    throw new TypeError(`config.clockThread must be a boolean; got ${typeof clockThread}`);
+    throw new TypeError(`config.clockThread must be a boolean; got ${kindOf(clockThread)}`);
   }
   if (max !== undefined) refresh.max = max;
   if (clockThread !== undefined) setClockThread(clockThread);

@@ -1,3 +1,4 @@
+import { kindOf } from './errors.js';
 /**
  * A length of time: milliseconds as a number, or a string with one unit:
  * `'250ms'`, `'30s'`, `'5m'`, `'2h'`, `'1d'` (decimals allowed: `'1.5s'`).
@@ -32,7 +33,7 @@ export function toMilliseconds(value: Duration, name: string): number {
   }
   if (typeof value !== 'string') {
     throw new TypeError(
-      `${name} must be a number of milliseconds or a string like '30s'; got ${typeof value}`,
+      `${name} must be a number of milliseconds or a string like '30s'; got ${kindOf(value)}`,
     );
   }
   const known = parsed.get(value);

@@ -168,11 +168,22 @@ export function decodeTag(text: string): string {
  */
 export function integerText(value: number): string {
   const rounded = Math.round(value);
-  return Number.isSafeInteger(rounded) ? String(rounded) : BigInt(rounded).toString();
+  if (Number.isSafeInteger(rounded)) return String(rounded);
+  // NaN, an infinity or a non-number has no digits (BigInt would say "cannot be converted").
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new RangeError(`integerText needs a finite number; got ${String(value)}`);
+  }
+  return BigInt(rounded).toString();
 }
 
-function time(value: number): string {
-  return value === Number.POSITIVE_INFINITY ? '' : integerText(value);
+function time(value: number, field: string): string {
+  if (value === Number.POSITIVE_INFINITY) return '';
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new RangeError(
+      `stampede envelope: the entry's ${field} must be a finite number (or Infinity); got ${String(value)}`,
+    );
+  }
+  return integerText(value);
 }
 
 function parseTime(text: string | undefined, field: string): number {
@@ -196,7 +207,7 @@ function parseTime(text: string | undefined, field: string): number {
  */
 export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption = jsonSerializer): string {
   const payload = stringifyValue(entry.value, serializer);
-  const times = `${time(entry.createdAt)}|${time(entry.freshUntil)}|${time(entry.staleUntil)}|`;
+  const times = `${time(entry.createdAt, 'createdAt')}|${time(entry.freshUntil, 'freshUntil')}|${time(entry.staleUntil, 'staleUntil')}|`;
   const delta = entry.delta;
   const hasDelta = delta !== undefined && delta >= 0 && delta < Number.POSITIVE_INFINITY;
   const tags = entry.tags;

@@ -48,10 +48,15 @@ export class CacheFillError extends Error {
  * (it checks `name` and `code`, not only `instanceof`).
  */
 export function isCacheFillError(error: unknown): error is CacheFillError {
-  if (error instanceof CacheFillError) return true;
-  if (typeof error !== 'object' || error === null) return false;
-  const candidate = error as { name?: unknown; code?: unknown };
-  return candidate.name === 'CacheFillError' && candidate.code === CACHE_FILL_ERROR_CODE;
+  // A type guard answers, whatever it is given: a Proxy whose traps throw is not one of ours.
+  try {
+    if (error instanceof CacheFillError) return true;
+    if (typeof error !== 'object' || error === null) return false;
+    const candidate = error as { name?: unknown; code?: unknown };
+    return candidate.name === 'CacheFillError' && candidate.code === CACHE_FILL_ERROR_CODE;
+  } catch {
+    return false;
+  }
 }
 
 /** The message of whatever was thrown (an `Error`'s message, else its text), never itself throwing. */
@@ -67,7 +72,8 @@ export function messageOf(error: unknown): string {
 
 /** How a bad argument is named in a `TypeError`: `'null'`, or its `typeof`. */
 export function kindOf(value: unknown): string {
-  return value === null ? 'null' : typeof value;
+  if (value === null) return 'null';
+  return Array.isArray(value) ? 'array' : typeof value;
 }
 
 /**
@@ -79,6 +85,10 @@ export function kindOf(value: unknown): string {
  * @param name - how the bag is named in the message (`'options'`, `'options.failSafe'`)
  */
 export function checkKnownKeys(bag: object, known: ReadonlySet<string>, name: string): void {
+  // An array passes `typeof` as an object and has no option names: `[]` would read as no options.
+  if (typeof bag !== 'object' || bag === null || Array.isArray(bag)) {
+    throw new TypeError(`${name} must be an object; got ${kindOf(bag)}`);
+  }
   for (const key in bag) {
     if (known.has(key) || !Object.hasOwn(bag, key)) continue;
     throw new TypeError(`${name}.${key} is not an option${suggestion(key, known)}`);

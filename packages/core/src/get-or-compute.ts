@@ -31,7 +31,7 @@ export function checkKey(key: unknown): asserts key is string {
 }
 
 function checkFill(fill: unknown): asserts fill is FillFn {
-  if (typeof fill !== 'function') throw new TypeError(`fill must be a function; got ${typeof fill}`);
+  if (typeof fill !== 'function') throw new TypeError(`fill must be a function; got ${kindOf(fill)}`);
 }
 
 /**
@@ -454,17 +454,30 @@ const warnedRandom = new WeakSet<CacheState>();
  */
 function draw(state: CacheState): number {
   const random = shared.random ?? Math.random;
+  let drawn: unknown;
   try {
-    return random();
+    drawn = random();
   } catch (error) {
-    if (warnedRandom.has(state)) return 1;
-    warnedRandom.add(state);
-    reportWarning(
-      state.name,
-      `stampede: the random source given to configure({ random }) threw (${messageOf(error)}); earlyRefresh draws no refresh while it throws`,
-    );
-    return 1;
+    return badDraw(state, `threw (${messageOf(error)})`);
   }
+  // Outside [0, 1) (a source scaled to another range, or NaN) the law is meaningless: 2 would never
+  // refresh, a negative draw always.
+  if (typeof drawn === 'number' && drawn >= 0 && drawn < 1) return drawn;
+  return badDraw(
+    state,
+    `returned ${typeof drawn === 'number' ? String(drawn) : kindOf(drawn)}, not a number in [0, 1)`,
+  );
+}
+
+/** A draw that counts as 1 (no early refresh), with one warning per cache. */
+function badDraw(state: CacheState, what: string): number {
+  if (warnedRandom.has(state)) return 1;
+  warnedRandom.add(state);
+  reportWarning(
+    state.name,
+    `stampede: the random source given to configure({ random }) ${what}; earlyRefresh draws no refresh while it does`,
+  );
+  return 1;
 }
 
 /**

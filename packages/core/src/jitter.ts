@@ -1,4 +1,5 @@
 import { type Duration, toMilliseconds } from './duration.js';
+import { kindOf } from './errors.js';
 
 /**
  * A TTL spread uniformly over `[base × (1 − fraction), base × (1 + fraction)]`, so keys written
@@ -13,7 +14,7 @@ import { type Duration, toMilliseconds } from './duration.js';
  */
 export function jitteredTtl(base: Duration, fraction: number): number {
   const ms = toMilliseconds(base, 'base');
-  if (typeof fraction !== 'number') throw new TypeError(`fraction must be a number; got ${typeof fraction}`);
+  if (typeof fraction !== 'number') throw new TypeError(`fraction must be a number; got ${kindOf(fraction)}`);
   if (!(fraction >= 0 && fraction <= 1)) {
     throw new RangeError(`fraction must be in [0, 1]; got ${String(fraction)}`);
   }

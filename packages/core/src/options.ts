@@ -331,7 +331,7 @@ function isAbortSignal(value: unknown): value is AbortSignal {
 
 /** Validates `options`, naming the field at fault. */
 export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
-  if (typeof options !== 'object' || options === null) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new TypeError(`options must be an object; got ${kindOf(options)}`);
   }
   checkOptionNames(options);
@@ -339,7 +339,7 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   const grace = toOptionalMilliseconds(options.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
   const lock = options.distributedFillLock ?? false;
   if (typeof lock !== 'boolean') {
-    throw new TypeError(`options.distributedFillLock must be a boolean; got ${typeof lock}`);
+    throw new TypeError(`options.distributedFillLock must be a boolean; got ${kindOf(lock)}`);
   }
   const lockTtl =
     options.lockTtl === undefined
@@ -357,10 +357,14 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   if (signal !== undefined && !isAbortSignal(signal)) {
     throw new TypeError(`options.signal must be an AbortSignal; got ${kindOf(signal)}`);
   }
-  const fillTimeout = toOptionalMilliseconds(options.fillTimeout, 'options.fillTimeout');
+  // 0 would time every asynchronous fill out at once (a plausible misreading of "no limit").
+  const fillTimeout =
+    options.fillTimeout === undefined
+      ? undefined
+      : toPositiveMilliseconds(options.fillTimeout, 'options.fillTimeout');
   const waitUntil = options.waitUntil;
   if (waitUntil !== undefined && typeof waitUntil !== 'function') {
-    throw new TypeError(`options.waitUntil must be a function; got ${typeof waitUntil}`);
+    throw new TypeError(`options.waitUntil must be a function; got ${kindOf(waitUntil)}`);
   }
   const tags = toTags(options.tags, 'options.tags');
   const check = toValueCheck(options.checkValue, 'options.checkValue');
@@ -405,7 +409,7 @@ function earlyRefreshBeta(option: unknown): number {
   const beta = (option as EarlyRefreshOptions).beta;
   if (beta === undefined) return 1;
   if (typeof beta !== 'number') {
-    throw new TypeError(`options.earlyRefresh.beta must be a number; got ${typeof beta}`);
+    throw new TypeError(`options.earlyRefresh.beta must be a number; got ${kindOf(beta)}`);
   }
   if (!(beta > 0 && beta < Number.POSITIVE_INFINITY)) {
     throw new RangeError(`options.earlyRefresh.beta must be a finite number above 0; got ${String(beta)}`);

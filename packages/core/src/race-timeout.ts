@@ -12,6 +12,16 @@ export function raceTimeout<T>(
   onTimeout: () => Error,
   onLate?: (value: T) => void,
 ): Promise<T> {
+  // An adapter's own bug, caught here rather than as a timer that fires at once (NaN) or throws
+  // from inside a timer callback, where nothing catches it (an `onTimeout` that is not a function).
+  if (typeof ms !== 'number' || !(ms >= 0)) {
+    return Promise.reject(
+      new RangeError(`ms must be a number of milliseconds, 0 or more; got ${String(ms)}`),
+    );
+  }
+  if (typeof onTimeout !== 'function' || (onLate !== undefined && typeof onLate !== 'function')) {
+    return Promise.reject(new TypeError('onTimeout (and onLate, when given) must be functions'));
+  }
   return new Promise<T>((resolve, reject) => {
     let timedOut = false;
     const timer = setLongTimeout(() => {

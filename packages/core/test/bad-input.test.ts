@@ -63,6 +63,39 @@ describe('bad input is rejected before anything is read or written', () => {
       RangeError,
       /fillTimeout/,
     ],
+    // 0 would time every asynchronous fill out at once: a likely misreading of "no limit".
+    ['fillTimeout 0', (c) => getOrComputeWith(c, 'k', { fillTimeout: 0 }, fill), RangeError, /fillTimeout/],
+    [
+      'fillTimeout 0.5',
+      (c) => getOrComputeWith(c, 'k', { fillTimeout: 0.5 }, fill),
+      RangeError,
+      /fillTimeout/,
+    ],
+    // An array passes typeof as an object, and with no option names would read as no options.
+    [
+      'options an array',
+      (c) => getOrComputeWith(c, 'k', [] as never, fill),
+      TypeError,
+      /options must be an object; got array/,
+    ],
+    [
+      'failSafe an array',
+      (c) => getOrComputeWith(c, 'k', { failSafe: [] as never }, fill),
+      TypeError,
+      /options\.failSafe must be an object; got array/,
+    ],
+    [
+      'setValue options an array',
+      (c) => setValue(c, 'k', 1, [] as never),
+      TypeError,
+      /options must be an object; got array/,
+    ],
+    [
+      'null ttl, named as null',
+      (c) => getOrComputeWith(c, 'k', { ttl: null as never }, fill),
+      TypeError,
+      /options\.ttl .*; got null/,
+    ],
     [
       'non-boolean lock flag',
       (c) => getOrComputeWith(c, 'k', { distributedFillLock: 'yes' as unknown as boolean }, fill),

@@ -47,6 +47,7 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'createEntry',
   // the never-older rule, errors and backend faults
   'checkKnownKeys',
+  'kindOf',
   'messageOf',
   'reportBackendError',
   'reportWarning',

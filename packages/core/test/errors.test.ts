@@ -25,5 +25,18 @@ describe('CacheFillError', () => {
     expect(isCacheFillError({ name: 'CacheFillError' })).toBe(false);
     expect(isCacheFillError(null)).toBe(false);
     expect(isCacheFillError('CacheFillError')).toBe(false);
+    // A type guard answers, whatever it is given.
+    const hostile = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('trap');
+        },
+        getPrototypeOf() {
+          throw new Error('trap');
+        },
+      },
+    );
+    expect(isCacheFillError(hostile)).toBe(false);
   });
 });

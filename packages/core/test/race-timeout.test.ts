@@ -6,6 +6,16 @@ afterEach(() => {
 });
 
 describe('raceTimeout', () => {
+  it('rejects a time that is not a number of ms (NaN would time out at once) and an onTimeout that is no function', async () => {
+    const command = new Promise<string>(() => {});
+    for (const ms of [Number.NaN, -1, undefined, '50']) {
+      await expect(raceTimeout(command, ms as number, () => new Error('late'))).rejects.toThrow(
+        new RangeError(`ms must be a number of milliseconds, 0 or more; got ${String(ms)}`),
+      );
+    }
+    await expect(raceTimeout(command, 50, 'late' as never)).rejects.toThrow(TypeError);
+  });
+
   it('rejects on time and tells a late success to onLate', async () => {
     vi.useFakeTimers();
     let finish!: (value: string) => void;

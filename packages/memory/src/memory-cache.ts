@@ -1,5 +1,5 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
-import { checkKnownKeys, shouldReplace } from '@stampede/core/adapter';
+import { checkKnownKeys, kindOf, shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
 import { createLatestTimes } from './latest-times.js';
 
@@ -105,6 +105,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       'options.lru limits sizes (maxSize or maxEntrySize) but has no sizeCalculation: lru-cache would refuse every write stampede makes; give it a sizeCalculation (it receives the stored CacheEntry)',
     );
   }
+  if (typeof max !== 'number') throw new TypeError(`options.max must be a number; got ${kindOf(max)}`);
   if (given === undefined && (!Number.isInteger(max) || max < 1 || max > MAX_ENTRIES)) {
     throw new RangeError(`options.max must be a positive integer up to ${MAX_ENTRIES}; got ${String(max)}`);
   }

@@ -107,6 +107,12 @@ describe('createMemoryCache', () => {
   it('rejects bad options with errors that name them', () => {
     expect(() => createMemoryCache({ max: 0 })).toThrow(/options\.max/);
     expect(() => createMemoryCache({ max: 1.5 })).toThrow(RangeError);
+    expect(() => createMemoryCache({ max: '10' as never })).toThrow(
+      new TypeError('options.max must be a number; got string'),
+    );
+    expect(() => createMemoryCache([] as never)).toThrow(
+      new TypeError('options must be an object; got array'),
+    );
     expect(() => createMemoryCache({ max: 2 ** 60 })).toThrow(
       /options\.max must be a positive integer up to/,
     );

@@ -29,10 +29,15 @@ export class MetricAlreadyRegisteredError extends Error {
  * any other (it checks `name` and `code`, not only `instanceof`).
  */
 export function isMetricAlreadyRegisteredError(error: unknown): error is MetricAlreadyRegisteredError {
-  if (error instanceof MetricAlreadyRegisteredError) return true;
-  if (typeof error !== 'object' || error === null) return false;
-  const candidate = error as { name?: unknown; code?: unknown };
-  return (
-    candidate.name === 'MetricAlreadyRegisteredError' && candidate.code === METRIC_ALREADY_REGISTERED_CODE
-  );
+  // A type guard answers, whatever it is given: a Proxy whose traps throw is not one of ours.
+  try {
+    if (error instanceof MetricAlreadyRegisteredError) return true;
+    if (typeof error !== 'object' || error === null) return false;
+    const candidate = error as { name?: unknown; code?: unknown };
+    return (
+      candidate.name === 'MetricAlreadyRegisteredError' && candidate.code === METRIC_ALREADY_REGISTERED_CODE
+    );
+  } catch {
+    return false;
+  }
 }

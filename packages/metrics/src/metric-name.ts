@@ -1,3 +1,4 @@
+import { kindOf } from '@stampede/core/adapter';
 import type { Metric } from 'prom-client';
 
 /** A metric and its name (prom-client's types do not expose `name`). */
@@ -16,7 +17,7 @@ export function snakeCase(name: string): string {
 /** Throws a TypeError unless `prefix` can start a Prometheus metric name (the empty string can). */
 export function checkPrefix(prefix: unknown): asserts prefix is string {
   if (typeof prefix !== 'string')
-    throw new TypeError(`options.prefix must be a string; got ${typeof prefix}`);
+    throw new TypeError(`options.prefix must be a string; got ${kindOf(prefix)}`);
   if (prefix !== '' && !METRIC_NAME.test(prefix))
     throw new TypeError(
       `options.prefix must match ${METRIC_NAME.source} (letters, digits, '_' and ':'); got ${JSON.stringify(prefix)}`,

@@ -1,4 +1,4 @@
-import { checkKnownKeys } from '@stampede/core/adapter';
+import { checkKnownKeys, kindOf } from '@stampede/core/adapter';
 import { type Registry, type RegistryContentType, register } from 'prom-client';
 import { createCounters } from './counters.js';
 import { MetricAlreadyRegisteredError } from './errors.js';
@@ -76,7 +76,7 @@ const METRICS_OPTIONS: ReadonlySet<string> = new Set([
  */
 export function registerStampedeMetrics(options: StampedeMetricsOptions = {}): StampedeMetrics {
   if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`options must be an object; got ${options === null ? 'null' : typeof options}`);
+    throw new TypeError(`options must be an object; got ${kindOf(options)}`);
   }
   // A misspelt option (`fillDurationBucket`) would otherwise be ignored.
   checkKnownKeys(options, METRICS_OPTIONS, 'options');
@@ -86,6 +86,16 @@ export function registerStampedeMetrics(options: StampedeMetricsOptions = {}): S
     fillDurationBuckets = DEFAULT_FILL_DURATION_BUCKETS,
     lockWaitDurationBuckets = DEFAULT_LOCK_WAIT_DURATION_BUCKETS,
   } = options;
+  const candidate = registry as Partial<Registry> | null;
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.getSingleMetric !== 'function' ||
+    typeof candidate.registerMetric !== 'function' ||
+    typeof candidate.removeSingleMetric !== 'function'
+  ) {
+    throw new TypeError(`options.registry must be a prom-client Registry; got ${kindOf(registry)}`);
+  }
   checkPrefix(prefix);
   checkBuckets(fillDurationBuckets, 'fillDurationBuckets');
   checkBuckets(lockWaitDurationBuckets, 'lockWaitDurationBuckets');

@@ -441,6 +441,13 @@ describe('registerStampedeMetrics', () => {
       new TypeError("options.fillDurationBucket is not an option (did you mean 'fillDurationBuckets'?)"),
     );
     expect(() => registerStampedeMetrics(null as never)).toThrow('options must be an object; got null');
+    // An array is no options object: it would register on prom-client's global registry.
+    expect(() => registerStampedeMetrics([] as never)).toThrow('options must be an object; got array');
+    for (const bad of [null, {}, 'default']) {
+      expect(() => registerStampedeMetrics({ registry: bad as never })).toThrow(
+        /^options\.registry must be a prom-client Registry; got /,
+      );
+    }
     expect(registry.getMetricsAsArray()).toHaveLength(0);
   });
 

@@ -1,5 +1,5 @@
 import {
-  hasRedisProtocolErrorShape,
+  isRedisProtocolErrorOf,
   RedisProtocolError,
   type RedisProtocolErrorCode,
 } from '@stampede/redis-protocol';
@@ -23,5 +23,5 @@ export class NodeRedisCacheError extends RedisProtocolError {
 
 /** True for a {@link NodeRedisCacheError}, also one thrown by another copy of this package. */
 export function isNodeRedisCacheError(error: unknown): error is NodeRedisCacheError {
-  return error instanceof NodeRedisCacheError || hasRedisProtocolErrorShape(error, NAME);
+  return isRedisProtocolErrorOf(error, NodeRedisCacheError, NAME);
 }

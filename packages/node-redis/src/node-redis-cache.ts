@@ -8,6 +8,7 @@ import type {
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
+import { kindOf } from '@stampede/core/adapter';
 import {
   busChannel,
   createOperationRunner,
@@ -145,7 +146,7 @@ function checkOptions(options: NodeRedisCacheOptions): void {
     throw new TypeError('options.lockClient must be a node-redis client (createClient() of `redis`)');
   }
   if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
-    throw new TypeError('options.pushWakeUp must be a boolean');
+    throw new TypeError(`options.pushWakeUp must be a boolean; got ${kindOf(options.pushWakeUp)}`);
   }
 }
 

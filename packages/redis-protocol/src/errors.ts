@@ -55,17 +55,40 @@ export type RedisProtocolErrorFactory = (
  */
 export function hasRedisProtocolErrorShape(error: unknown, name: string): boolean {
   if (typeof error !== 'object' || error === null) return false;
-  const candidate = error as { name?: unknown; code?: unknown };
-  return (
-    candidate.name === name &&
-    typeof candidate.code === 'string' &&
-    candidate.code.startsWith(REDIS_PROTOCOL_ERROR_CODE_PREFIX)
-  );
+  // A type guard answers, whatever it is given: a Proxy whose getters throw is not one of ours.
+  try {
+    const candidate = error as { name?: unknown; code?: unknown };
+    return (
+      candidate.name === name &&
+      typeof candidate.code === 'string' &&
+      candidate.code.startsWith(REDIS_PROTOCOL_ERROR_CODE_PREFIX)
+    );
+  } catch {
+    return false;
+  }
 }
 
 /** True for a {@link RedisProtocolError} (any binding's), also one from another copy of the package. */
 export function isRedisProtocolError(error: unknown): error is RedisProtocolError {
-  return error instanceof RedisProtocolError || hasRedisProtocolErrorShape(error, 'RedisProtocolError');
+  return isRedisProtocolErrorOf(error, RedisProtocolError, 'RedisProtocolError');
+}
+
+/**
+ * A binding's type guard: `error` is an instance of `type`, or has the shape of one named `name`
+ * from another copy of the package ({@link hasRedisProtocolErrorShape}). Never throws, whatever it
+ * is given (a Proxy whose traps throw is not one of ours).
+ */
+export function isRedisProtocolErrorOf(
+  error: unknown,
+  type: abstract new (...args: never[]) => RedisProtocolError,
+  name: string,
+): boolean {
+  try {
+    if (error instanceof type) return true;
+  } catch {
+    return false;
+  }
+  return hasRedisProtocolErrorShape(error, name);
 }
 
 const ECHO = ', with args beginning with: ';

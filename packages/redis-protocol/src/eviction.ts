@@ -1,4 +1,4 @@
-import { reportWarning } from '@stampede/core/adapter';
+import { kindOf, reportWarning } from '@stampede/core/adapter';
 import type { RedisProtocolClient } from './client.js';
 
 /** `CONFIG GET` answered as a record or as Redis's flat `[name, value, ...]` list. */
@@ -21,6 +21,9 @@ function configRecord(reply: unknown): Record<string, string> {
  * has (it is among the first taken).
  */
 export function evictionRisk(config: Readonly<Record<string, string>>): string | undefined {
+  if (typeof config !== 'object' || config === null) {
+    throw new TypeError(`config must be CONFIG GET's answer as an object; got ${kindOf(config)}`);
+  }
   const policy = config['maxmemory-policy'];
   const maxmemory = config.maxmemory;
   if (policy === undefined || maxmemory === undefined) return undefined;

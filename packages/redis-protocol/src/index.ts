@@ -18,6 +18,7 @@ export { createRedisProtocolContext, type RedisProtocolContext } from './context
 export {
   hasRedisProtocolErrorShape,
   isRedisProtocolError,
+  isRedisProtocolErrorOf,
   REDIS_PROTOCOL_ERROR_CODE_PREFIX,
   RedisProtocolError,
   type RedisProtocolErrorCode,

@@ -9,6 +9,7 @@ import {
   encodeEnvelope,
   encodeTag,
   integerText,
+  kindOf,
   type SerializerOption,
 } from '@stampede/core/adapter';
 
@@ -41,6 +42,7 @@ function escapeTag(key: string): string {
  * whose first `{` is directly followed by `}` (an empty hash tag makes Redis hash each whole name).
  */
 export function checkRemotePrefix(prefix: string): void {
+  if (typeof prefix !== 'string') throw new TypeError(`prefix must be a string; got ${kindOf(prefix)}`);
   const open = prefix.indexOf('{');
   if (open !== -1 && prefix[open + 1] === '}') {
     throw new RangeError(
@@ -61,6 +63,12 @@ export function checkRemotePrefix(prefix: string): void {
  */
 export function remoteKeys(prefix: string, key: string): RemoteKeys {
   checkRemotePrefix(prefix);
+  // An empty key would make the empty hash tag `{}` the prefix is refused for.
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new TypeError(
+      `key must be a non-empty string; got ${typeof key === 'string' ? 'an empty string' : kindOf(key)}`,
+    );
+  }
   const value = `${prefix}{${escapeTag(key)}}`;
   return { value, lock: `${value}:lock`, channel: `${value}:done` };
 }

@@ -1,5 +1,6 @@
 import {
   type BackendOperation,
+  kindOf,
   messageOf,
   raceTimeout,
   reportBackendError,
@@ -119,7 +120,19 @@ export interface OperationRunner {
 
 /** The {@link OperationRunner} of a cache with these options. */
 export function createOperationRunner(options: OperationRunnerOptions): OperationRunner {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`options must be an object; got ${kindOf(options)}`);
+  }
   const { name, label, operationTimeout: ms, createError, mapError, waitUntil } = options;
+  // Every call is raced against it: NaN or a negative time would time each one out at once.
+  if (typeof ms !== 'number' || !(ms > 0)) {
+    throw new RangeError(
+      `options.operationTimeout must be a number of milliseconds above 0; got ${String(ms)}`,
+    );
+  }
+  if (typeof createError !== 'function') {
+    throw new TypeError(`options.createError must be a function; got ${kindOf(createError)}`);
+  }
   let warnedWaitUntil = false;
   // A misconnected client: each kind warned of once for the cache's life.
   const misconnections = MISCONNECTIONS.filter(

@@ -1,6 +1,7 @@
 import {
   checkKnownKeys,
   type Duration,
+  kindOf,
   type Serializer,
   type SerializerOption,
   toPositiveMilliseconds,
@@ -63,7 +64,7 @@ export function parseRedisProtocolOptions(
   checkKnownKeys(options, new Set([...SHARED_OPTIONS, ...own]), 'options');
   const { prefix = DEFAULT_PREFIX, name = defaultName } = options;
   if (typeof prefix !== 'string')
-    throw new TypeError(`options.prefix must be a string; got ${typeof prefix}`);
+    throw new TypeError(`options.prefix must be a string; got ${kindOf(prefix)}`);
   checkRemotePrefix(prefix);
   if (typeof name !== 'string' || name.length === 0) {
     throw new TypeError('options.name must be a non-empty string');

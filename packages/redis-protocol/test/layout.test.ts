@@ -301,9 +301,11 @@ describe('createServerClock', () => {
 describe('busChannel', () => {
   it('is <prefix>bus, never a name of a key', () => {
     expect(busChannel('stampede:')).toBe('stampede:bus');
-    for (const key of ['bus', '}bus', 'b', '']) {
+    for (const key of ['bus', '}bus', 'b']) {
       const names = Object.values(remoteKeys('stampede:', key));
       expect(names).not.toContain(busChannel('stampede:'));
     }
+    // No key is empty (it would be the empty hash tag `{}`).
+    expect(() => remoteKeys('stampede:', '')).toThrow(TypeError);
   });
 });

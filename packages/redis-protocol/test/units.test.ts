@@ -5,6 +5,7 @@ import {
   createScriptRunner,
   hasRedisProtocolErrorShape,
   isRedisProtocolError,
+  isRedisProtocolErrorOf,
   onClientEnd,
   parseRedisProtocolOptions,
   type RedisProtocolClient,
@@ -41,6 +42,23 @@ describe('errors', () => {
     ).toBe(false);
     expect(isRedisProtocolError(new Error('m'))).toBe(false);
     expect(isRedisProtocolError(null)).toBe(false);
+  });
+
+  it('type guards answer false for a Proxy whose traps throw, instead of throwing', () => {
+    const hostile = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('trap');
+        },
+        getPrototypeOf() {
+          throw new Error('trap');
+        },
+      },
+    );
+    expect(isRedisProtocolError(hostile)).toBe(false);
+    expect(hasRedisProtocolErrorShape(hostile, 'BindingError')).toBe(false);
+    expect(isRedisProtocolErrorOf(hostile, RedisProtocolError, 'BindingError')).toBe(false);
   });
 });
 

@@ -1,5 +1,5 @@
 import {
-  hasRedisProtocolErrorShape,
+  isRedisProtocolErrorOf,
   RedisProtocolError,
   type RedisProtocolErrorCode,
 } from '@stampede/redis-protocol';
@@ -32,5 +32,5 @@ export class RedisCacheError extends RedisProtocolError {
  * `name` and `code`, not only `instanceof`).
  */
 export function isRedisCacheError(error: unknown): error is RedisCacheError {
-  return error instanceof RedisCacheError || hasRedisProtocolErrorShape(error, NAME);
+  return isRedisProtocolErrorOf(error, RedisCacheError, NAME);
 }

@@ -6,6 +6,7 @@ import {
   type Duration,
   type FillAnnouncement,
   type FillOutcome,
+  kindOf,
   reportWarning,
   type SerializerOption,
 } from '@stampede/core/adapter';
@@ -126,7 +127,7 @@ function checkOptions(options: RedisCacheOptions): void {
     throw new TypeError('options.lockClient must be an ioredis Redis or Cluster');
   }
   if (pushWakeUp !== undefined && typeof pushWakeUp !== 'boolean') {
-    throw new TypeError('options.pushWakeUp must be a boolean');
+    throw new TypeError(`options.pushWakeUp must be a boolean; got ${kindOf(options.pushWakeUp)}`);
   }
   if (lockClient !== undefined && keyPrefixOf(lockClient) !== keyPrefixOf(client)) {
     throw new RangeError(

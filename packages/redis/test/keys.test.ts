@@ -41,6 +41,16 @@ describe('redisKeys', () => {
     expect(hashTag(redisKeys('stampede:', 'x}y').lock)).toBe('x%7Dy');
   });
 
+  it('names a prefix or key of the wrong kind, and an empty key (it would open the empty tag {})', () => {
+    expect(() => redisKeys(5 as never, 'k')).toThrow(new TypeError('prefix must be a string; got number'));
+    expect(() => redisKeys('p:', '')).toThrow(
+      new TypeError('key must be a non-empty string; got an empty string'),
+    );
+    expect(() => redisKeys('p:', null as never)).toThrow(
+      new TypeError('key must be a non-empty string; got null'),
+    );
+  });
+
   it('refuses a prefix that opens an empty hash tag', () => {
     expect(() => redisKeys('{}', 'k')).toThrow(RangeError);
     expect(() => redisKeys('x{}{y}', 'k')).toThrow(RangeError);

@@ -1,3 +1,4 @@
+import { kindOf } from '@stampede/core/adapter';
 import type { RedisProtocolClient } from '@stampede/redis-protocol';
 import type { Redis } from '@upstash/redis';
 
@@ -24,7 +25,7 @@ export function assertUpstashClient(
     throw new TypeError(`${option} is required: pass a Redis from @upstash/redis`);
   }
   if (typeof client !== 'object') {
-    throw new TypeError(`${option} must be a Redis from @upstash/redis; got ${typeof client}`);
+    throw new TypeError(`${option} must be a Redis from @upstash/redis; got ${kindOf(client)}`);
   }
   const candidate = client as Record<string, unknown>;
   if (isFunction(candidate.duplicate) || isFunction(candidate.sendCommand)) {

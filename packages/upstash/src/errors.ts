@@ -1,5 +1,5 @@
 import {
-  hasRedisProtocolErrorShape,
+  isRedisProtocolErrorOf,
   RedisProtocolError,
   type RedisProtocolErrorCode,
   replaceMessage,
@@ -33,7 +33,7 @@ export class UpstashCacheError extends RedisProtocolError {
  * `name` and `code`, not only `instanceof`).
  */
 export function isUpstashCacheError(error: unknown): error is UpstashCacheError {
-  return error instanceof UpstashCacheError || hasRedisProtocolErrorShape(error, NAME);
+  return isRedisProtocolErrorOf(error, UpstashCacheError, NAME);
 }
 
 const COMMAND_WAS = ', command was: ';

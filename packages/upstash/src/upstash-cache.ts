@@ -4,6 +4,7 @@ import {
   type Duration,
   type FillAnnouncement,
   type FillOutcome,
+  kindOf,
   runsIsolatedRequests,
   type SerializerOption,
 } from '@stampede/core/adapter';
@@ -121,10 +122,10 @@ function checkOptions(options: UpstashCacheOptions): void {
   assertUpstashClient(options.client);
   if (options.lockClient !== undefined) assertUpstashClient(options.lockClient, 'options.lockClient');
   if (options.waitUntil !== undefined && typeof options.waitUntil !== 'function') {
-    throw new TypeError(`options.waitUntil must be a function; got ${typeof options.waitUntil}`);
+    throw new TypeError(`options.waitUntil must be a function; got ${kindOf(options.waitUntil)}`);
   }
   if (options.pushWakeUp !== undefined && typeof options.pushWakeUp !== 'boolean') {
-    throw new TypeError(`options.pushWakeUp must be a boolean; got ${typeof options.pushWakeUp}`);
+    throw new TypeError(`options.pushWakeUp must be a boolean; got ${kindOf(options.pushWakeUp)}`);
   }
 }
 
