@@ -108,61 +108,40 @@ describe('earlyRefresh: the XFetch test on a fresh hit', () => {
     },
   );
 
-  it('a random source that throws costs the hit nothing: no refresh, the value, one warning per cache', async () => {
-    configure({
-      random: () => {
-        throw new Error('entropy pool empty');
-      },
-    });
-    const events: StampedeEvent[] = [];
-    const stop = onStampedeEvent((event) => events.push(event));
-    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
-    try {
-      const cache = testCache();
-      plant(cache.backend, 'k', entryExpiringIn(DELTA));
-      const fill = vi.fn(() => 'v2');
-      for (let i = 0; i < 2; i++) {
-        expect(await getOrComputeWith(cache, 'k', { ttl: '1m', earlyRefresh: true }, fill)).toBe('v1');
-      }
-      expect(fill).not.toHaveBeenCalled();
-      const warnings = events.filter((event) => event.type === 'warning');
-      expect(warnings).toHaveLength(1);
-      expect(warnings[0]).toMatchObject({
-        message: expect.stringMatching(/configure\(\{ random \}\) threw \(entropy pool empty\)/),
-      });
-      expect(warn).toHaveBeenCalledTimes(1);
-    } finally {
-      stop();
-      warn.mockRestore();
-    }
-  });
-
+  const throwing = () => {
+    throw new Error('entropy pool empty');
+  };
   it.each([
-    [2, 'returned 2, not a number in [0, 1)'],
-    [Number.NaN, 'returned NaN, not a number in [0, 1)'],
-    [-0.5, 'returned -0.5, not a number in [0, 1)'],
-    ['0.5', 'returned string, not a number in [0, 1)'],
-  ])('a random source that answers %j draws no refresh, with one warning naming it', async (answer, said) => {
-    configure({ random: () => answer as number });
-    const events: StampedeEvent[] = [];
-    const stop = onStampedeEvent((event) => events.push(event));
-    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
-    try {
-      const cache = testCache();
-      plant(cache.backend, 'k', entryExpiringIn(DELTA));
-      const fill = vi.fn(() => 'v2');
-      for (let i = 0; i < 2; i++) {
-        expect(await getOrComputeWith(cache, 'k', { ttl: '1m', earlyRefresh: true }, fill)).toBe('v1');
+    ['throws', throwing, 'threw (entropy pool empty)'],
+    ['answers 2', () => 2, 'returned 2, not a number in [0, 1)'],
+    ['answers NaN', () => Number.NaN, 'returned NaN, not a number in [0, 1)'],
+    ['answers -0.5', () => -0.5, 'returned -0.5, not a number in [0, 1)'],
+    ["answers '0.5'", () => '0.5' as unknown as number, 'returned string, not a number in [0, 1)'],
+  ])(
+    'a random source that %s costs the hit nothing: no refresh, the value, one warning per cache naming it',
+    async (_label, random, said) => {
+      configure({ random });
+      const events: StampedeEvent[] = [];
+      const stop = onStampedeEvent((event) => events.push(event));
+      const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+      try {
+        const cache = testCache();
+        plant(cache.backend, 'k', entryExpiringIn(DELTA));
+        const fill = vi.fn(() => 'v2');
+        for (let i = 0; i < 2; i++) {
+          expect(await getOrComputeWith(cache, 'k', { ttl: '1m', earlyRefresh: true }, fill)).toBe('v1');
+        }
+        expect(fill).not.toHaveBeenCalled();
+        const warnings = events.filter((event) => event.type === 'warning');
+        expect(warnings).toHaveLength(1);
+        expect((warnings[0] as { message: string }).message).toContain(`configure({ random }) ${said}`);
+        expect(warn).toHaveBeenCalledTimes(1);
+      } finally {
+        stop();
+        warn.mockRestore();
       }
-      expect(fill).not.toHaveBeenCalled();
-      const warnings = events.filter((event) => event.type === 'warning');
-      expect(warnings).toHaveLength(1);
-      expect((warnings[0] as { message: string }).message).toContain(`configure({ random }) ${said}`);
-    } finally {
-      stop();
-      warn.mockRestore();
-    }
-  });
+    },
+  );
 
   it('a draw of 0 counts as 2^-53: the head start is at most -ln(2^-53) (36.7) x delta x beta', async () => {
     configure({ random: () => 0 });
