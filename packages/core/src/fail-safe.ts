@@ -208,7 +208,7 @@ export function softTimeout(state: CacheState, flight: Flight): boolean {
       type: 'soft-timeout',
       cache: state.name,
       key: flight.key,
-      durationMs: Date.now() - flight.startedAt,
+      durationMs: Math.max(0, Date.now() - flight.startedAt),
     });
   }
   flight.answerEarly(fallback.entry.value);

@@ -37,7 +37,8 @@ function fillEvent(
       type: 'fill',
       cache: state.name,
       key: flight.key,
-      durationMs: Date.now() - startedAt,
+      // Never negative, even when the clock was set back meanwhile.
+      durationMs: Math.max(0, Date.now() - startedAt),
       outcome,
       background: flight.background,
     });

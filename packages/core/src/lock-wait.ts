@@ -57,7 +57,9 @@ function lockWaitEvent(
   outcome: LockWaitEvent['outcome'],
 ): void {
   if (hasListeners()) {
-    emit({ type: 'lock-wait', cache: state.name, key, durationMs: Date.now() - startedAt, outcome });
+    // Never negative, even when the clock was set back meanwhile.
+    const durationMs = Math.max(0, Date.now() - startedAt);
+    emit({ type: 'lock-wait', cache: state.name, key, durationMs, outcome });
   }
 }
 

@@ -217,7 +217,13 @@ export function stats(): StampedeStats {
 /** A snapshot of the counters per cache name (the label `@stampede/metrics` exports). */
 export function statsByCache(): Record<string, StampedeStats> {
   const out: Record<string, StampedeStats> = {};
-  for (const [name, counters] of byName) out[name] = { ...counters };
+  for (const [name, counters] of byName) {
+    // Counters made by another copy of the core (an older release, without the newest counters)
+    // read 0 for those, as in `stats()`.
+    const snapshot = zero();
+    for (const stat of STAT_NAMES) snapshot[stat] = counters[stat] ?? 0;
+    out[name] = snapshot;
+  }
   return out;
 }
 

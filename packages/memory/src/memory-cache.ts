@@ -1,5 +1,5 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
-import { checkKnownKeys, kindOf, shouldReplace } from '@stampede/core/adapter';
+import { changeEntry, checkKnownKeys, kindOf, reportWarning, shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
 import { createLatestTimes } from './latest-times.js';
 
@@ -144,10 +144,31 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     }
     return false;
   };
+  // The latest invalidation among `tags` (or the floor), for a direct write made after it.
+  const latestTagTime = (tags: readonly string[]): number => {
+    let latest = tagFloor;
+    for (const tag of tags) {
+      const at = tagTimes.peek(tag);
+      if (at !== undefined && at > latest) latest = at;
+    }
+    return latest;
+  };
+  let warnedTooLarge = false;
   const deletedAfter = (key: string, createdAt: number): boolean => {
     if (createdAt < floor) return true;
     const deletedAt = deletions.peek(key);
     return deletedAt !== undefined && createdAt < deletedAt;
+  };
+
+  const refusedForSize = (key: string): false => {
+    if (!warnedTooLarge) {
+      warnedTooLarge = true;
+      reportWarning(
+        name,
+        `stampede: memory cache '${name}' could not keep the entry of '${key}': its lru refuses entries over maxEntrySize (${lru.maxEntrySize}) or maxSize (${lru.maxSize}) by its sizeCalculation. Such a key is filled on every call; raise the limit or keep smaller values (said once per cache)`,
+      );
+    }
+    return false;
   };
 
   return {
@@ -163,17 +184,31 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       lru.delete(key);
       return undefined;
     },
-    set(key: string, entry: CacheEntry, { ttl, direct }: CacheSetOptions): boolean {
+    set(key: string, given: CacheEntry, { ttl, direct }: CacheSetOptions): boolean {
+      let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
       if (direct !== true && deletedAfter(key, entry.createdAt)) return false;
+      // Likewise after every tag invalidation: one made in the same millisecond (`invalidateTag`,
+      // then `setValue` to repopulate) must not make it read as invalidated, as it would a fill.
+      if (direct === true && entry.tags !== undefined) {
+        const latest = latestTagTime(entry.tags);
+        if (entry.createdAt <= latest) entry = changeEntry(entry, { createdAt: latest + 1 });
+      }
       if (!shouldReplace(lru.peek(key), entry)) return false;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
       // ttl 0) wants the next read to see, and that is a miss.
       // So does an entry a tag invalidated already (a fill that started before the invalidation).
-      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now()) || taggedOut(entry))
+      if ((ttl !== undefined && !(ttl > 0)) || !(entry.staleUntil > Date.now()) || taggedOut(entry)) {
         lru.delete(key);
-      else lru.set(key, entry, { ttl });
+        return true;
+      }
+      lru.set(key, entry, { ttl });
+      // An lru that limits sizes drops an entry larger than it allows (and the previous one):
+      // refused, and said once, or every call for the key would fill again with no sign why.
+      if (lru.maxEntrySize > 0 || lru.maxSize > 0) {
+        if (lru.peek(key) !== entry) return refusedForSize(key);
+      }
       return true;
     },
     delete(key: string): void {

@@ -84,6 +84,31 @@ describe('createMemoryCache', () => {
     expect(lru.has('a')).toBe(false);
   });
 
+  it('refuses an entry its size-bounded lru would not keep, saying so once', async () => {
+    const lru = new LRUCache<string, CacheEntry>({
+      maxSize: 10,
+      sizeCalculation: (entry) => String(entry.value).length,
+    });
+    const cache = createMemoryCache({ lru, name: 'sized' });
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const now = Date.now();
+      const big = {
+        value: 'x'.repeat(20),
+        createdAt: now,
+        freshUntil: now + 60_000,
+        staleUntil: now + 60_000,
+      };
+      expect(cache.set('k', big, { ttl: 60_000 })).toBe(false);
+      expect(cache.set('j', { ...big, createdAt: now + 1 }, { ttl: 60_000 })).toBe(false);
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(String(warn.mock.calls[0]?.[0])).toMatch(/memory cache 'sized' could not keep the entry of 'k'/);
+      expect(cache.set('k', { ...big, value: 'small' }, { ttl: 60_000 })).toBe(true);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it('does not store a value whose ttl is zero', async () => {
     const cache = createMemoryCache();
     expect(await getOrCompute(cache, 'k', 0, () => 'once')).toBe('once');

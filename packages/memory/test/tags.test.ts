@@ -1,4 +1,4 @@
-import { getOrComputeWith, invalidateTag } from '@stampede/core';
+import { getOrComputeWith, getValue, invalidateTag, setValue } from '@stampede/core';
 import { LRUCache } from 'lru-cache';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createMemoryCache } from '../src/index.js';
@@ -62,6 +62,17 @@ describe('memory tags', () => {
     // 'keep-me' was never invalidated, but with x1's record gone the cache can no longer tell which
     // entries carried x1: it drops every tagged entry created before that record, never serves one.
     expect(cache.get('k')).toBeUndefined();
+  });
+
+  it('a setValue in the same millisecond as the invalidation it follows is kept; a fill of that millisecond is not', async () => {
+    const cache = createMemoryCache();
+    await invalidateTag(cache, 'group');
+    // Repopulating the group at once: the caller knows the invalidation came first.
+    await setValue(cache, 'k', 'new', { ttl: '1m', tags: ['group'] });
+    expect(await getValue(cache, 'k')).toBe('new');
+    // A fill's write of that millisecond may have started before it: it still reads as invalidated.
+    cache.set('f', entry('filled', Date.now(), ['group']), { ttl: 60_000 });
+    expect(cache.get('f')).toBeUndefined();
   });
 
   it('works end to end through the core', async () => {

@@ -57,7 +57,10 @@ export function createCounters(prefix: string): NamedMetric[] {
       registers: [],
       collect(this: Counter<'cache'>) {
         this.reset();
-        for (const [cache, counters] of Object.entries(statsByCache())) this.inc({ cache }, counters[stat]);
+        // A counter another copy of the core does not keep (an older release in the same
+        // process) reads 0: prom-client's inc adds 1 for an undefined amount.
+        for (const [cache, counters] of Object.entries(statsByCache()))
+          this.inc({ cache }, counters[stat] ?? 0);
       },
     });
     return { name, metric };

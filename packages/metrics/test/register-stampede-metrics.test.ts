@@ -116,6 +116,25 @@ describe('registerStampedeMetrics', () => {
     expect(third).not.toContain('SCRAPE-KEY');
   });
 
+  it('reads 0 for a counter another (older) copy of the core does not keep, as stats() does', async () => {
+    const registry = new Registry();
+    track(registerStampedeMetrics({ registry }));
+    // What an older copy of the core in the same process leaves in the shared state: counters made
+    // before `l1Hits` and the later ones existed.
+    const shared = (globalThis as Record<symbol, { counters: Map<string, Record<string, number>> }>)[
+      Symbol.for('@stampede/core/shared/v1')
+    ];
+    shared?.counters.set('old-copy', { hits: 3, misses: 1 });
+    try {
+      const text = await registry.metrics();
+      expect(sample(text, 'stampede_hits_total', { cache: 'old-copy' })).toBe(3);
+      expect(sample(text, 'stampede_l1_hits_total', { cache: 'old-copy' })).toBe(0);
+      expect(sample(text, 'stampede_tag_invalidations_total', { cache: 'old-copy' })).toBe(0);
+    } finally {
+      shared?.counters.delete('old-copy');
+    }
+  });
+
   it('counts early refreshes as stampede_early_refreshes_total', async () => {
     const registry = new Registry();
     track(registerStampedeMetrics({ registry }));
