@@ -189,11 +189,11 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
       if (direct !== true && deletedAfter(key, entry.createdAt)) return false;
-      // Likewise after every tag invalidation: one made in the same millisecond (`invalidateTag`,
-      // then `setValue` to repopulate) must not make it read as invalidated, as it would a fill.
-      if (direct === true && entry.tags !== undefined) {
-        const latest = latestTagTime(entry.tags);
-        if (entry.createdAt <= latest) entry = changeEntry(entry, { createdAt: latest + 1 });
+      // Likewise after every tag invalidation its caller knows of: one made in the same millisecond
+      // (`invalidateTag`, then `setValue` to repopulate) must not make it read as invalidated, as
+      // it would a fill of that millisecond. An older direct write still reads as invalidated.
+      if (direct === true && entry.tags !== undefined && entry.createdAt === latestTagTime(entry.tags)) {
+        entry = changeEntry(entry, { createdAt: entry.createdAt + 1 });
       }
       if (!shouldReplace(lru.peek(key), entry)) return false;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with

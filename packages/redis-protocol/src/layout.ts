@@ -492,7 +492,10 @@ export function createServerClock(
     return offset;
   };
 
-  const drift = (): number => Math.abs(Date.now() - provenAt) * DRIFT_PER_MS;
+  // At least a millisecond: otherwise a write in the very millisecond of a measurement would be
+  // stamped a millisecond off the next one's, and two writes of one fill's `createdAt` (a tie the
+  // write must win) would no longer tie.
+  const drift = (): number => Math.max(1, Math.abs(Date.now() - provenAt) * DRIFT_PER_MS);
   return {
     get offset() {
       return offset;

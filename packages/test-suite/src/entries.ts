@@ -22,6 +22,20 @@ export const ODD_KEYS: readonly string[] = [
   'k'.repeat(1_000),
 ];
 
+/**
+ * Pairs of keys a careless adapter maps to one stored name: differing only in case, Unicode form
+ * (NFC and NFD of the same text), whitespace, a trailing space, or past a 250-character limit, or
+ * named like another key's lock. Keys are exact strings: each pair holds two different values.
+ */
+export const NEAR_KEYS: readonly (readonly [string, string])[] = [
+  ['Key', 'key'],
+  ['caf\u00e9', 'cafe\u0301'],
+  ['a b', 'a_b'],
+  ['k', 'k '],
+  [`${'x'.repeat(300)}1`, `${'x'.repeat(300)}2`],
+  ['user', 'user:lock'],
+];
+
 /** Values a user caches, including the falsy ones a careless adapter reads back as a miss. */
 export const VALUES: readonly [string, unknown][] = [
   ['null', null],

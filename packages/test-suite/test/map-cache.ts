@@ -50,21 +50,24 @@ export function createMapCache(options: MapCacheOptions = {}): Cache {
     get(key) {
       return read(key)?.entry;
     },
-    set(key: string, entry: CacheEntry, { ttl }: CacheSetOptions) {
-      // A fill that started before the last delete must not bring the key back. A write in the
-      // same millisecond as the delete is let through: `invalidate` then `setValue` must store.
+    set(key: string, entry: CacheEntry, { ttl, direct }: CacheSetOptions): boolean {
+      // A fill that started before the last delete must not bring the key back. A direct write
+      // (`setValue`) comes after every delete its caller knows of, and a write in the same
+      // millisecond as the delete is let through: `invalidate` then `setValue` must store.
       const deleted = deletedAt.get(key);
-      if (deleted !== undefined && entry.createdAt < deleted) return;
-      // Never older: a newer entry stays.
+      if (direct !== true && deleted !== undefined && entry.createdAt < deleted) return false;
+      // Never older: a newer entry stays (a tie goes to the write).
       const existing = read(key);
-      if (existing !== undefined && existing.entry.createdAt > entry.createdAt) return;
+      if (existing !== undefined && existing.entry.createdAt > entry.createdAt) return false;
       const now = Date.now();
       if ((ttl !== undefined && ttl <= 0) || entry.staleUntil <= now) {
         // Already expired: not stored, but the key must read as a miss from now on.
         entries.delete(key);
-        return;
+        return true;
       }
+      // Kept for the physical `ttl`, which may outlive `staleUntil` (fail-safe reads it then).
       entries.set(key, { entry, expiresAt: ttl === undefined ? Number.POSITIVE_INFINITY : now + ttl });
+      return true;
     },
     delete(key) {
       entries.delete(key);

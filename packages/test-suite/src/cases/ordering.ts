@@ -9,14 +9,31 @@ const GAP = 50;
 
 /** Which write wins: never an older one, and never one whose fill started before a delete. */
 export function orderingCases(ctx: SuiteContext): void {
-  it('never replaces a newer entry with an older one', async () => {
+  it('never replaces a newer entry with an older one, and answers false for the write it refused', async () => {
     const cache = ctx.cache();
     const now = Date.now();
-    await cache.set('order', entry('newer', now, 60_000), { ttl: 60_000 });
-    await cache.set('order', entry('older', now - 1_000, 60_000), { ttl: 60_000 });
+    // A tiered cache keeps in its L1 what `set` did not refuse: a refusal must answer `false`.
+    expect(await cache.set('order', entry('newer', now, 60_000), { ttl: 60_000 })).not.toBe(false);
+    expect(await cache.set('order', entry('older', now - 1_000, 60_000), { ttl: 60_000 })).toBe(false);
     expect((await cache.get('order'))?.value).toBe('newer');
-    await cache.set('order', entry('newest', now + 1, 60_000), { ttl: 60_000 });
+    expect(await cache.set('order', entry('newest', now + 1, 60_000), { ttl: 60_000 })).not.toBe(false);
     expect((await cache.get('order'))?.value).toBe('newest');
+  });
+
+  it('gives a tie on createdAt to the write (a re-arm, or a setValue in the same millisecond)', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    await cache.set('tie', entry('first', now, 60_000), { ttl: 60_000 });
+    expect(await cache.set('tie', entry('second', now, 60_000), { ttl: 60_000 })).not.toBe(false);
+    expect((await cache.get('tie'))?.value).toBe('second');
+  });
+
+  it('stores a setValue made right after an invalidate (the same millisecond on a fake clock)', async () => {
+    const cache = ctx.cache();
+    await setValue(cache, 'reset', 'old', { ttl: 60_000 });
+    await invalidate(cache, 'reset');
+    await setValue(cache, 'reset', 'new', { ttl: 60_000 });
+    expect(await getValue(cache, 'reset')).toBe('new');
   });
 
   it('turns a key into a miss with a newer write of ttl 0', async () => {
@@ -54,8 +71,11 @@ export function orderingCases(ctx: SuiteContext): void {
     // The delete lands while the fill that started at `fillStarted` is still running...
     await peer.delete('deleted');
     await ctx.wait(GAP);
-    // ...so its write, arriving afterwards, must not bring the key back (on either instance).
-    await cache.set('deleted', entry('resurrected', fillStarted, 60_000), { ttl: 60_000 });
+    // ...so its write, arriving afterwards, must not bring the key back (on either instance), and
+    // answers `false`.
+    expect(await cache.set('deleted', entry('resurrected', fillStarted, 60_000), { ttl: 60_000 })).toBe(
+      false,
+    );
     expect(await cache.get('deleted')).toBeUndefined();
     expect(await peer.get('deleted')).toBeUndefined();
     // A delete is not a ban: a fill that started after it writes.

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import type { SuiteContext } from '../context.js';
-import { entry, expectReplicated, expectRoundTrip, ODD_KEYS, VALUES } from '../entries.js';
+import { entry, expectReplicated, expectRoundTrip, NEAR_KEYS, ODD_KEYS, VALUES } from '../entries.js';
 
 const isThenable = (value: unknown): boolean =>
   typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
@@ -55,8 +55,21 @@ export function storageCases(ctx: SuiteContext): void {
   it.each(VALUES)('round-trips %s with its times', async (_label, value) => {
     const cache = ctx.cache();
     const written = entry(value, Date.now(), 60_000, 30_000);
+    // Compared with a copy taken before the write: an adapter that changes the entry it was given
+    // (its times, its delta) would otherwise read back "equal" to the changed object.
+    const expected = structuredClone(written);
     await cache.set('value', written, { ttl: 90_000 });
-    expectRoundTrip(await cache.get('value'), written, capabilities.serverClock);
+    expectRoundTrip(await cache.get('value'), expected, capabilities.serverClock);
+  });
+
+  it('keeps an entry past its staleUntil for as long as its physical TTL (fail-safe falls back on it)', async () => {
+    const cache = ctx.cache();
+    // Fresh for 100 ms, no grace, but kept an hour: what fail-safe's maxStale asks for.
+    const written = entry('kept', Date.now(), 100);
+    const expected = structuredClone(written);
+    await cache.set('kept-past-stale', written, { ttl: 3_600_000 });
+    await ctx.wait(400);
+    expectRoundTrip(await cache.get('kept-past-stale'), expected, capabilities.serverClock);
   });
 
   it.skipIf(!capabilities.roundTrip)('roundTrip(value) is what a later get returns', async () => {
@@ -72,8 +85,9 @@ export function storageCases(ctx: SuiteContext): void {
     async () => {
       const cache = ctx.cache();
       const timed = { ...entry('timed', Date.now(), 60_000), delta: 137 };
+      const expected = structuredClone(timed);
       await cache.set('delta', timed, { ttl: 60_000 });
-      expectRoundTrip(await cache.get('delta'), timed, capabilities.serverClock);
+      expectRoundTrip(await cache.get('delta'), expected, capabilities.serverClock);
       const untimed = entry('untimed', Date.now(), 60_000);
       await cache.set('no-delta', untimed, { ttl: 60_000 });
       expect((await cache.get('no-delta'))?.delta).toBeUndefined();
@@ -119,6 +133,28 @@ export function storageCases(ctx: SuiteContext): void {
       }
       await cache.delete(key);
       expect(await cache.get(key)).toBeUndefined();
+    },
+  );
+
+  it.each(NEAR_KEYS.map(([a, b]) => [JSON.stringify(a).slice(0, 24), JSON.stringify(b).slice(0, 24), a, b]))(
+    'keeps %s and %s apart (keys are exact strings)',
+    async (_a, _b, first, second) => {
+      const cache = ctx.cache();
+      // With a lock held on the first key: its lock must not be the second key's entry, nor block it.
+      const lock = capabilities.lock ? await cache.tryAcquireFillLock?.(first, 5_000) : undefined;
+      await cache.set(first, entry('first', Date.now(), 60_000), { ttl: 60_000 });
+      await cache.set(second, entry('second', Date.now(), 60_000), { ttl: 60_000 });
+      expect((await cache.get(first))?.value).toBe('first');
+      expect((await cache.get(second))?.value).toBe('second');
+      if (capabilities.lock) {
+        const other = await cache.tryAcquireFillLock?.(second, 5_000);
+        expect(other, 'the second key has a lock of its own').toBeDefined();
+        await other?.release('failed');
+      }
+      await cache.delete(first);
+      expect(await cache.get(first)).toBeUndefined();
+      expect((await cache.get(second))?.value).toBe('second');
+      await lock?.release('failed');
     },
   );
 

@@ -52,6 +52,26 @@ export function tagCases(ctx: SuiteContext): void {
     },
   );
 
+  it.skipIf(!tags)('checks every tag of an entry, not only its first', async () => {
+    const cache = ctx.cache();
+    await cache.set('many', tagged('many', Date.now(), ['first', 'second', 'third']), { ttl: 60_000 });
+    await ctx.wait(GAP);
+    // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+    await cache.invalidateTags!(['third']);
+    expect(await cache.get('many')).toBeUndefined();
+  });
+
+  it.skipIf(!tags || ctx.options.clock !== 'fake')(
+    'an entry created in the very millisecond of an invalidation counts as before it (a fake clock pins the tie)',
+    async () => {
+      const cache = ctx.cache();
+      // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+      await cache.invalidateTags!(['tie']);
+      await cache.set('tie', tagged('same ms', Date.now(), ['tie']), { ttl: 60_000 });
+      expect(await cache.get('tie')).toBeUndefined();
+    },
+  );
+
   it.skipIf(!tags)('keeps entries created after the invalidation', async () => {
     const cache = ctx.cache();
     await cache.set('k', tagged('old', Date.now(), ['t']), { ttl: 60_000 });
