@@ -1,6 +1,16 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { getOrCompute, getValue, invalidate, resetStats, setValue, stats } from '../src/index.js';
-import { deferred, flush, testCache } from './helpers.js';
+import {
+  type Cache,
+  getOrCompute,
+  getOrComputeWith,
+  getValue,
+  invalidate,
+  invalidateTags,
+  resetStats,
+  setValue,
+  stats,
+} from '../src/index.js';
+import { Backend, deferred, flush, testCache } from './helpers.js';
 
 beforeEach(() => {
   resetStats();
@@ -61,5 +71,62 @@ describe('invalidation and plain values', () => {
     };
     await expect(invalidate(cache, 'k')).rejects.toThrow('backend down');
     expect(stats().backendErrors).toBe(1);
+  });
+});
+
+/**
+ * A cache whose reads see the store as it was when they were sent and answer only when released,
+ * as a remote store's replies do: a read sent before a write can answer with the older entry.
+ */
+function slowReads(tags = false) {
+  const backend = new Backend();
+  const base = testCache({ backend, tags });
+  const pending: (() => void)[] = [];
+  const cache: Cache = {
+    ...base,
+    get(key: string) {
+      const seen = backend.read(key);
+      return new Promise((resolve) => pending.push(() => resolve(seen)));
+    },
+  };
+  const answerReads = () => {
+    for (const answer of pending.splice(0)) answer();
+  };
+  return { cache, answerReads };
+}
+
+describe('a read in flight across a change of its key', () => {
+  it.each([
+    ['setValue', (cache: Cache) => setValue(cache, 'k', 'new', { ttl: 60_000 }), 'new'],
+    ['invalidate', (cache: Cache) => invalidate(cache, 'k'), 'filled after'],
+  ])('is not shared with a call made after %s resolved', async (_name, change, expected) => {
+    const { cache, answerReads } = slowReads();
+    await setValue(cache, 'k', 'old', { ttl: 60_000 });
+    const before = getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => 'filled before');
+    await flush();
+    await change(cache);
+    // Made after the change resolved: it must read again, not take the read sent before it.
+    const after = getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => 'filled after');
+    await flush();
+    answerReads();
+    await flush();
+    answerReads();
+    expect(await before).toBe('old');
+    expect(await after).toBe(expected);
+  });
+
+  it('is not shared with a call made after invalidateTags resolved', async () => {
+    const { cache, answerReads } = slowReads(true);
+    await setValue(cache, 'k', 'old', { ttl: 60_000, tags: ['t'] });
+    const before = getOrComputeWith(cache, 'k', { ttl: 60_000, tags: ['t'] }, () => 'filled before');
+    await flush();
+    await invalidateTags(cache, ['t']);
+    const after = getOrComputeWith(cache, 'k', { ttl: 60_000, tags: ['t'] }, () => 'filled after');
+    await flush();
+    answerReads();
+    await flush();
+    answerReads();
+    expect(await before).toBe('old');
+    expect(await after).toBe('filled after');
   });
 });

@@ -3,6 +3,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type GetOrComputeOptions, getOrComputeWith } from '../src/index.js';
 import { testCache } from './helpers.js';
 
+type Bag = Record<string, unknown>;
+
 afterEach(() => {
   vi.useRealTimers();
 });
@@ -39,6 +41,50 @@ describe('an options object reused across calls', () => {
     options.ttl = 'soon';
     await expect(getOrComputeWith(cache, 'k', options as GetOrComputeOptions, () => 1)).rejects.toThrow(
       /options\.ttl/,
+    );
+  });
+
+  // Each field, changed in place to a bad value after the object was accepted: the next call reads
+  // it again and refuses it (a field the reuse check skipped would keep its old, valid value).
+  it.each([
+    ['ttl', (o: Bag) => (o.ttl = -1)],
+    ['staleWhileRevalidate', (o: Bag) => (o.staleWhileRevalidate = -1)],
+    ['distributedFillLock', (o: Bag) => (o.distributedFillLock = 'yes')],
+    ['lockTtl', (o: Bag) => (o.lockTtl = 0)],
+    ['lockWaitTimeout', (o: Bag) => (o.lockWaitTimeout = -1)],
+    ['lockPollInterval', (o: Bag) => (o.lockPollInterval = 0)],
+    ['fillTimeout', (o: Bag) => (o.fillTimeout = 0)],
+    ['softTimeout', (o: Bag) => (o.softTimeout = -1)],
+    ['signal', (o: Bag) => (o.signal = {})],
+    ['waitUntil', (o: Bag) => (o.waitUntil = 'later')],
+    ['checkValue', (o: Bag) => (o.checkValue = 42)],
+    ['tags', (o: Bag) => (o.tags as string[]).push('')],
+    ['failSafe.maxStale', (o: Bag) => ((o.failSafe as Bag).maxStale = -1)],
+    ['failSafe.throttle', (o: Bag) => ((o.failSafe as Bag).throttle = 0)],
+    ['earlyRefresh.beta', (o: Bag) => ((o.earlyRefresh as Bag).beta = 0)],
+  ])('%s changed in place to a bad value is refused on the next call, naming it', async (name, change) => {
+    const cache = testCache();
+    const options: Bag = {
+      ttl: 100,
+      staleWhileRevalidate: 10,
+      distributedFillLock: false,
+      lockTtl: 1_000,
+      lockWaitTimeout: 1_000,
+      lockPollInterval: 10,
+      fillTimeout: 1_000,
+      softTimeout: 100,
+      signal: new AbortController().signal,
+      waitUntil: () => {},
+      checkValue: () => true,
+      tags: ['a'],
+      failSafe: { maxStale: '1h', throttle: '1s' },
+      earlyRefresh: { beta: 1 },
+    };
+    await getOrComputeWith(cache, 'k', options as GetOrComputeOptions, () => 1);
+    change(options);
+    const field = name.replace('.', '\\.');
+    await expect(getOrComputeWith(cache, 'k', options as GetOrComputeOptions, () => 1)).rejects.toThrow(
+      new RegExp(`options\\.${field}`),
     );
   });
 
