@@ -172,6 +172,59 @@ describe('the coarse clock steps aside', () => {
     }
   });
 
+  it('for a thread just past LAG_LIMIT_MS behind: trusted for at most SAMPLE_EVERY hits', async () => {
+    await engage();
+    const cache = testCache();
+    const set = cache.set.bind(cache);
+    cache.set = (key, entry, options) => set(key, entry, { ...options, ttl: 3_600_000 });
+    let fills = 0;
+    const fill = () => ++fills;
+    await getOrCompute(cache, 'k', 60_000, fill);
+    const { control, seconds } = clock;
+    Atomics.store(control, 0, 99);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+    // The thread's time trails by 2.5 to 3.5 s (whole seconds), a little past the limit; the entry
+    // expired 200 ms ago, but by that time it is still more than the margin from its freshUntil.
+    const now = Date.now();
+    seconds[0] = Math.floor((now - LAG_LIMIT_MS - 1_000) / 1000);
+    const entry = cache.backend.read('k') as { freshUntil: number; staleUntil: number };
+    entry.freshUntil = now - 200;
+    entry.staleUntil = now - 200;
+    expect(entry.freshUntil - coarseNow()).toBeGreaterThan(COARSE_MARGIN_MS);
+    try {
+      let calls = 0;
+      while (fills === 1 && calls <= 2 * SAMPLE_EVERY) {
+        await getOrCompute(cache, 'k', 60_000, fill);
+        calls++;
+      }
+      expect(fills).toBe(2);
+      expect(calls).toBeLessThanOrEqual(SAMPLE_EVERY);
+    } finally {
+      Atomics.store(control, 0, 1);
+    }
+  });
+
+  it('near the end of the grace: a value past its staleUntil is a miss, not a stale hit', async () => {
+    await engage();
+    const cache = testCache();
+    const { control, seconds } = clock;
+    Atomics.store(control, 0, 99);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+    const now = Date.now();
+    // The coarse time is 1 to 2 s behind: by it the grace ends 0.9 to 1.9 s from now, within the
+    // margin, so the real clock must decide, and by it the grace ended 100 ms ago.
+    seconds[0] = Math.floor((now - 1_000) / 1000);
+    cache.backend.write('k', createEntry('old', now - 20_000, now - 10_000, now - 100), 3_600_000);
+    resetStats();
+    try {
+      const options = { ttl: 60_000, staleWhileRevalidate: 60_000 };
+      expect(await getOrComputeWith(cache, 'k', options, () => 'new')).toBe('new');
+      expect(stats()).toMatchObject({ staleHits: 0, misses: 1 });
+    } finally {
+      Atomics.store(control, 0, 1);
+    }
+  });
+
   it('for fake timers: a replaced Date.now is read, not the thread time', async () => {
     await engage();
     const cache = testCache();
