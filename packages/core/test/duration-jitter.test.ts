@@ -27,6 +27,11 @@ describe('Duration', () => {
 });
 
 describe('jitteredTtl', () => {
+  it('refuses a string of digits too large for a number, instead of reading it as forever', () => {
+    expect(() => toMilliseconds(`${'9'.repeat(400)}s`, 'ttl')).toThrow(RangeError);
+    expect(() => toMilliseconds(`${'9'.repeat(400)}s`, 'ttl')).toThrow(/ttl is too large/);
+  });
+
   it('jitteredTtl(300_000, 0.2) is uniform in [240 000, 360 000]', () => {
     const samples = Array.from({ length: 20_000 }, () => jitteredTtl(300_000, 0.2));
     expect(Math.min(...samples)).toBeGreaterThanOrEqual(240_000);

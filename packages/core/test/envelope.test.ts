@@ -223,6 +223,23 @@ describe('tagged envelopes', () => {
     }
   });
 
+  it('refuses an entry without a creation time (it would be newer than every write) and a delta beyond any number', () => {
+    // An empty createdAt reads as Infinity: the never-older rule would then refuse every later write.
+    expect(() => decodeEnvelope('s1||2|3|"v"')).toThrow(
+      new TypeError('stampede envelope: inconsistent times'),
+    );
+    // 400 digits are a number past Infinity: an early refresh would fire on every hit.
+    expect(() => decodeEnvelope(`s2|1|2|3|${'9'.repeat(400)}|"v"`)).toThrow(
+      new TypeError('stampede envelope: bad delta'),
+    );
+    expect(() => encodeEnvelope({ value: 1, createdAt: Number.NaN, freshUntil: 2, staleUntil: 3 })).toThrow(
+      RangeError,
+    );
+    expect(() => integerText(Number.NaN)).toThrow(
+      new RangeError('integerText needs a finite number; got NaN'),
+    );
+  });
+
   it('encodeTag is injective and leaves no separator or brace', () => {
     const encoded = odd.map(encodeTag);
     expect(new Set(encoded).size).toBe(odd.length);

@@ -468,6 +468,40 @@ describe('fail-safe with stale-while-revalidate', () => {
     expect(stats().failSafeActivations).toBe(0);
   });
 
+  it('a background refresh is never soft-timed-out: it has no callers to answer', async () => {
+    const cache = testCache();
+    const options: GetOrComputeOptions = { ...FS, staleWhileRevalidate: 20_000, softTimeout: 100 };
+    await getOrComputeWith(cache, 'k', options, () => 'v1');
+    vi.advanceTimersByTime(TTL + 1);
+    const slow = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', options, () => slow.promise)).toBe('v1');
+    expect(activeBackgroundRefreshes()).toBe(1);
+    await vi.advanceTimersByTimeAsync(1_000);
+    // One slot, the refresh's own; no soft timeout counted or armed for it.
+    expect(activeBackgroundRefreshes()).toBe(1);
+    expect(stats().softTimeouts).toBe(0);
+    slow.resolve('v2');
+    await flush();
+    expect(activeBackgroundRefreshes()).toBe(0);
+  });
+
+  it("a re-armed value's grace never runs past maxStale", async () => {
+    const cache = testCache();
+    // A grace longer than what maxStale leaves: the re-arm's grace is cut at maxStale's end.
+    const long: GetOrComputeOptions = { ...FS, staleWhileRevalidate: '1h' };
+    await getOrComputeWith(cache, 'k', long, () => 'v1');
+    const limit = T0 + TTL + MAX_STALE;
+    vi.advanceTimersByTime(TTL + MAX_STALE - THROTTLE / 2);
+    expect(await getOrComputeWith(cache, 'k', long, failing())).toBe('v1');
+    await flush();
+    expect(cache.backend.read('k')).toMatchObject({ freshUntil: limit, staleUntil: limit });
+    // Past maxStale the value is no stale hit: a miss whose failing fill finds nothing to fall back on.
+    vi.setSystemTime(limit + 1);
+    expect(failure(await settle(getOrComputeWith(cache, 'k', long, failing())))).toMatchObject({
+      kind: 'fill',
+    });
+  });
+
   it('past the grace but within maxStale: a miss whose failing fill falls back on the value', async () => {
     const cache = testCache();
     await getOrComputeWith(cache, 'k', SWR, () => 'v1');
