@@ -305,6 +305,19 @@ describe('earlyRefresh with distributedFillLock', () => {
     );
   }
 
+  it('an early refresh whose lock attempt fails leaves the key to the fills at its expiry: no fill now', async () => {
+    configure({ random: () => 0.001 });
+    const backend = new Backend();
+    const cache = testCache({ backend, lock: true, async: true });
+    cache.tryAcquireFillLock = () => Promise.reject(new Error('redis down'));
+    plant(backend, 'k', entryExpiringIn(600));
+    const refresh = vi.fn(() => 'v2');
+    expect(await getOrComputeWith(cache, 'k', LOCKED, refresh)).toBe('v1');
+    await vi.advanceTimersByTimeAsync(10);
+    expect(refresh).not.toHaveBeenCalled();
+    expect(stats()).toMatchObject({ earlyRefreshes: 1, fills: 0, fillsCancelled: 1, backendErrors: 1 });
+  });
+
   it("the lock holder refreshes although the value is still fresh; a replica that loses keeps serving, never fills, and takes the holder's value at its expected finish", async () => {
     configure({ random: () => 0.001 });
     // -DELTA * ln(0.001) is 690 ms: every hit in the last 690 ms draws a refresh.

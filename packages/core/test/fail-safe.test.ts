@@ -536,6 +536,26 @@ describe('fail-safe never brings an invalidated key back', () => {
     expect(stats().failSafeActivations).toBe(0);
   });
 
+  it('invalidated while the fill runs, and the confirming read fails: still the error, nothing re-armed', async () => {
+    const cache = testCache();
+    await getOrComputeWith(cache, 'k', FS, () => 'v1');
+    vi.advanceTimersByTime(TTL);
+    const gate = deferred<string>();
+    const leader = settle(getOrComputeWith(cache, 'k', FS, () => gate.promise));
+    // Invalidated on this process (the confirming read cannot say so: it fails).
+    await invalidate(cache, 'k');
+    const get = cache.get;
+    cache.get = (key) => {
+      throw new Error(`redis down (${key})`);
+    };
+    gate.reject(new Error('db down'));
+    expect(failure(await leader).kind).toBe('fill');
+    cache.get = get;
+    await flush();
+    expect(cache.backend.read('k')).toBeUndefined();
+    expect(stats().failSafeActivations).toBe(0);
+  });
+
   it('invalidated while a soft-timed-out fill runs on: its failure re-arms nothing', async () => {
     const cache = testCache();
     await getOrComputeWith(cache, 'k', FS, () => 'v1');
