@@ -141,68 +141,46 @@ describe('earlyRefresh with the coarse clock', () => {
 });
 
 describe('the coarse clock steps aside', () => {
-  it('for a thread that stopped writing: trusted for at most SAMPLE_EVERY hits', async () => {
-    await engage();
-    const cache = testCache();
-    const set = cache.set.bind(cache);
-    cache.set = (key, entry, options) => set(key, entry, { ...options, ttl: 3_600_000 });
-    let fills = 0;
-    const fill = () => ++fills;
-    await getOrCompute(cache, 'k', 60_000, fill);
-    // The entry expired a minute ago (the cache still holds it) ...
-    const entry = cache.backend.read('k') as { freshUntil: number; staleUntil: number };
-    entry.freshUntil -= 120_000;
-    entry.staleUntil -= 120_000;
-    // ... and the thread stopped writing ten minutes ago (a state it does not write in).
-    const { control, seconds } = clock;
-    Atomics.store(control, 0, 99);
-    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
-    seconds[0] = Math.floor((Date.now() - 600_000) / 1000);
-    try {
-      let calls = 0;
-      while (fills === 1 && calls <= 2 * SAMPLE_EVERY) {
-        await getOrCompute(cache, 'k', 60_000, fill);
-        calls++;
+  // A thread that stopped writing (a state it does not write in), its time left `lagMs` behind;
+  // an entry the cache still holds, expired `expiredMs` ago but by that time still more than the
+  // margin from its freshUntil. Ten minutes behind, and just past LAG_LIMIT_MS (2.5 to 3.5 s, whole
+  // seconds): a limit ten times too lax would miss only the second.
+  it.each([
+    ['ten minutes', 600_000, 60_000],
+    ['just past LAG_LIMIT_MS', LAG_LIMIT_MS + 1_000, 200],
+  ])(
+    'for a thread that stopped writing %s behind: trusted for at most SAMPLE_EVERY hits',
+    async (_label, lagMs, expiredMs) => {
+      await engage();
+      const cache = testCache();
+      const set = cache.set.bind(cache);
+      cache.set = (key, entry, options) => set(key, entry, { ...options, ttl: 3_600_000 });
+      let fills = 0;
+      const fill = () => ++fills;
+      await getOrCompute(cache, 'k', 60_000, fill);
+      const { control, seconds } = clock;
+      Atomics.store(control, 0, 99);
+      await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+      const now = Date.now();
+      seconds[0] = Math.floor((now - lagMs) / 1000);
+      const entry = cache.backend.read('k') as { freshUntil: number; staleUntil: number };
+      entry.freshUntil = now - expiredMs;
+      entry.staleUntil = now - expiredMs;
+      expect(entry.freshUntil - coarseNow()).toBeGreaterThan(COARSE_MARGIN_MS);
+      try {
+        let calls = 0;
+        while (fills === 1 && calls <= 2 * SAMPLE_EVERY) {
+          await getOrCompute(cache, 'k', 60_000, fill);
+          calls++;
+        }
+        expect(fills).toBe(2);
+        expect(calls).toBeLessThanOrEqual(SAMPLE_EVERY);
+        expect(seconds[0]).toBe(0);
+      } finally {
+        Atomics.store(control, 0, 1);
       }
-      expect(fills).toBe(2);
-      expect(calls).toBeLessThanOrEqual(SAMPLE_EVERY);
-      expect(seconds[0]).toBe(0);
-    } finally {
-      Atomics.store(control, 0, 1);
-    }
-  });
-
-  it('for a thread just past LAG_LIMIT_MS behind: trusted for at most SAMPLE_EVERY hits', async () => {
-    await engage();
-    const cache = testCache();
-    const set = cache.set.bind(cache);
-    cache.set = (key, entry, options) => set(key, entry, { ...options, ttl: 3_600_000 });
-    let fills = 0;
-    const fill = () => ++fills;
-    await getOrCompute(cache, 'k', 60_000, fill);
-    const { control, seconds } = clock;
-    Atomics.store(control, 0, 99);
-    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
-    // The thread's time trails by 2.5 to 3.5 s (whole seconds), a little past the limit; the entry
-    // expired 200 ms ago, but by that time it is still more than the margin from its freshUntil.
-    const now = Date.now();
-    seconds[0] = Math.floor((now - LAG_LIMIT_MS - 1_000) / 1000);
-    const entry = cache.backend.read('k') as { freshUntil: number; staleUntil: number };
-    entry.freshUntil = now - 200;
-    entry.staleUntil = now - 200;
-    expect(entry.freshUntil - coarseNow()).toBeGreaterThan(COARSE_MARGIN_MS);
-    try {
-      let calls = 0;
-      while (fills === 1 && calls <= 2 * SAMPLE_EVERY) {
-        await getOrCompute(cache, 'k', 60_000, fill);
-        calls++;
-      }
-      expect(fills).toBe(2);
-      expect(calls).toBeLessThanOrEqual(SAMPLE_EVERY);
-    } finally {
-      Atomics.store(control, 0, 1);
-    }
-  });
+    },
+  );
 
   it('near the end of the grace: a value past its staleUntil is a miss, not a stale hit', async () => {
     await engage();
