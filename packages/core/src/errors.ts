@@ -83,8 +83,13 @@ export function kindOf(value: unknown): string {
  * TypeScript's excess-property check. The message suggests the known name it most likely meant.
  *
  * @param name - how the bag is named in the message (`'options'`, `'options.failSafe'`)
+ * @throws TypeError also when `bag` is not an object (`null`, an array, a primitive), naming what it is
  */
-export function checkKnownKeys(bag: object, known: ReadonlySet<string>, name: string): void {
+export function checkKnownKeys(
+  bag: unknown,
+  known: ReadonlySet<string>,
+  name: string,
+): asserts bag is object {
   // An array passes `typeof` as an object and has no option names: `[]` would read as no options.
   if (typeof bag !== 'object' || bag === null || Array.isArray(bag)) {
     throw new TypeError(`${name} must be an object; got ${kindOf(bag)}`);

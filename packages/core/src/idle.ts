@@ -65,9 +65,7 @@ export async function whenIdle(cache: Cache, options?: WhenIdleOptions): Promise
 /** The wait `options` of {@link whenIdle} ask for, in milliseconds. */
 export function idleTimeout(options: WhenIdleOptions | undefined): number {
   if (options === undefined) return IDLE_TIMEOUT_MS;
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`options must be an object; got ${kindOf(options)}`);
-  }
+  // Also refuses what is not an options object, naming what it was.
   checkKnownKeys(options, IDLE_OPTIONS, 'options');
   return options.timeout === undefined ? IDLE_TIMEOUT_MS : toMilliseconds(options.timeout, 'options.timeout');
 }

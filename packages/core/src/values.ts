@@ -44,11 +44,7 @@ const SET_VALUE_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'staleWhileRevali
  * only the options `known`.
  */
 function checkOptionsBag(options: unknown, known: ReadonlySet<string>): void {
-  if (options === undefined) return;
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`options must be an object; got ${kindOf(options)}`);
-  }
-  checkKnownKeys(options, known, 'options');
+  if (options !== undefined) checkKnownKeys(options, known, 'options');
 }
 
 /** Stops any fill in flight for `key` from being written or joined: the value changed under it. */

@@ -133,18 +133,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   const tagTimes = createLatestTimes(records, (at) => {
     if (at > tagFloor) tagFloor = at;
   });
-  // An entry created in the very millisecond of an invalidation counts as before it.
-  const taggedOut = (entry: CacheEntry): boolean => {
-    const tags = entry.tags;
-    if (tags === undefined) return false;
-    if (entry.createdAt <= tagFloor) return true;
-    for (const tag of tags) {
-      const at = tagTimes.peek(tag);
-      if (at !== undefined && entry.createdAt <= at) return true;
-    }
-    return false;
-  };
-  // The latest invalidation among `tags` (or the floor), for a direct write made after it.
+  // The latest invalidation among `tags`, or the floor.
   const latestTagTime = (tags: readonly string[]): number => {
     let latest = tagFloor;
     for (const tag of tags) {
@@ -153,6 +142,9 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     }
     return latest;
   };
+  // An entry created in the very millisecond of an invalidation counts as before it.
+  const taggedOut = (entry: CacheEntry): boolean =>
+    entry.tags !== undefined && entry.createdAt <= latestTagTime(entry.tags);
   let warnedTooLarge = false;
   const deletedAfter = (key: string, createdAt: number): boolean => {
     if (createdAt < floor) return true;

@@ -75,10 +75,8 @@ const METRICS_OPTIONS: ReadonlySet<string> = new Set([
  * metrics.unregister();
  */
 export function registerStampedeMetrics(options: StampedeMetricsOptions = {}): StampedeMetrics {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`options must be an object; got ${kindOf(options)}`);
-  }
-  // A misspelt option (`fillDurationBucket`) would otherwise be ignored.
+  // A misspelt option (`fillDurationBucket`) would otherwise be ignored; what is not an options
+  // object at all is refused too.
   checkKnownKeys(options, METRICS_OPTIONS, 'options');
   const {
     registry = register,
