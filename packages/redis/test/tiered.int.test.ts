@@ -6,6 +6,7 @@ import {
   startWorkers,
   testRedis,
   type Worker,
+  waitFor,
 } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -54,6 +55,20 @@ function stats(workers: readonly Worker[]) {
     (report) => 'stats' in report,
   );
 }
+/**
+ * Runs `action` (a fill on one replica) and waits until every one of `listeners` has counted one more
+ * bus message: the fill's write has landed and its eviction message can no longer drop a copy the
+ * test is about to take (a fixed pause was too short on a loaded machine).
+ */
+async function heardBy(listeners: readonly Worker[], action: () => Promise<unknown>): Promise<void> {
+  const before = (await stats(listeners)).map((report) => report.stats.busEvictions);
+  await action();
+  await waitFor(
+    async () =>
+      (await stats(listeners)).every((report, index) => report.stats.busEvictions > (before[index] ?? 0)),
+    { message: "every other replica to hear the fill's eviction message" },
+  );
+}
 async function update(worker: Worker, key: string, value: string): Promise<void> {
   await broadcast([worker], { cmd: 'update', key, value }, (report) => 'updated' in report);
 }
@@ -88,8 +103,7 @@ describe('a fleet on createTieredCache({ local: memory, remote: redis })', () =>
     await admin.set(`${prefix}db:bookmarks`, 'v1');
     // One replica fills; once its write and eviction message have landed, the others find it in L2,
     // then in L1.
-    await readOne(workers[0] as Worker, 'bookmarks');
-    await settle();
+    await heardBy(workers.slice(1), () => readOne(workers[0] as Worker, 'bookmarks'));
     for (const report of await readAll(workers, 'bookmarks')) expect(report.value).toBe('v1');
     const warm = await readAll(workers, 'bookmarks');
     for (const report of warm) {
@@ -168,8 +182,7 @@ describe('a fleet on createTieredCache({ local: memory, remote: redis })', () =>
       );
     // Every replica holds every entry in L1.
     for (const key of [...keys, 'untagged']) {
-      await readTagged([workers[0] as Worker], key);
-      await settle();
+      await heardBy(workers.slice(1), () => readTagged([workers[0] as Worker], key));
       for (const report of await readTagged(workers, key)) expect(report.value).toBe('old');
     }
     for (const report of await stats(workers)) expect(report.localSize).toBeGreaterThanOrEqual(4);
