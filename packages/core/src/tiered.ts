@@ -34,10 +34,11 @@ export interface TieredCacheOptions {
   /** The cache's name in stats, events and metric labels. @default 'tiered' */
   name?: string | undefined;
   /**
-   * The longest an L1 copy lives after it came from (or was written to) the remote cache: the bound
-   * on how stale a replica can be when a bus message is lost, or when the remote has no bus (then
-   * it is the only bound), to within the local cache's expiry resolution (`@stampede/memory` reads
-   * the clock for expiry once a second: up to a second more). An L1 copy never outlives the
+   * The longest an L1 copy is served after it came from (or was written to) the remote cache: the
+   * bound on how stale a replica can be when a bus message is lost, or when the remote has no bus
+   * (then it is the only bound). Exact to the millisecond: the copy's freshness is cut to it, so a
+   * read past it asks the remote (the local cache may keep the copy's memory a little longer:
+   * `@stampede/memory` reads the clock for expiry once a second). An L1 copy never outlives the
    * entry's own freshness and grace either. Only tiered caches publish on the bus: a write made
    * through a plain remote cache on the same prefix is bounded by this alone.
    * @default 60000 (1 minute)
@@ -366,7 +367,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       if (entry === undefined) return undefined;
       counters.l2Hits++;
       const ttl = Math.min(localTtl, entry.staleUntil - Date.now());
-      if (!token.evicted && ttl > 0) keepLocal(key, tagCopy(entry, startedAt), ttl, true);
+      if (!token.evicted && ttl > 0) keepLocal(key, l1Copy(entry, startedAt), ttl, true);
       return entry;
     };
     const failed = (error: unknown): CacheEntry | undefined => {
@@ -389,12 +390,15 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const afterLocal = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
     if (copy !== undefined && stillBefore(copy.freshUntil)) {
       counters.l1Hits++;
-      return copy;
+      // The entry as the remote has it: its own freshness decides early refreshes.
+      return originals.get(copy) ?? copy;
     }
     if (copy === undefined) tracked?.delete(key);
     return readRemote(key, copy);
   };
 
+  // The entries L1 copies were cut from, by copy (see `l1Copy`).
+  const originals = new WeakMap<CacheEntry, CacheEntry>();
   // L1 compares a tagged copy's `createdAt` with the times it learnt of tag invalidations. The
   // remote checked the entry's tags when the read ran, so the copy counts as created when the read
   // started: a copy read before L1 learnt of an invalidation is dropped then, and one read after it
@@ -402,10 +406,26 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // the bus message arrived would be dropped on every read and fetched again). Never later than the
   // read either: a remote entry's `createdAt` comes back through an estimate of the server's clock,
   // which may put it after the read, and a copy stamped so would outlive an invalidation learnt then.
-  const tagCopy = (entry: CacheEntry, readAt: number): CacheEntry =>
-    entry.tags === undefined || readAt === entry.createdAt
-      ? entry
-      : changeEntry(entry, { createdAt: readAt });
+  //
+  // An L1 copy is fresh for `localTtl` at most: its `freshUntil` is cut to that, so both L1 hit paths
+  // (this cache's `get` and the core's, which reads `local` directly) ask the remote again once it
+  // passes, to the millisecond (the local cache's own expiry of the copy may come later: the memory
+  // cache reads the clock for expiry once a second). `get` hands out the entry with its own
+  // `freshUntil` (`originals`), so early refreshes are timed by the entry, not by the copy.
+  const l1Copy = (entry: CacheEntry, readAt?: number): CacheEntry => {
+    const createdAt =
+      readAt === undefined || entry.tags === undefined || readAt === entry.createdAt
+        ? entry.createdAt
+        : readAt;
+    const localUntil = Date.now() + localTtl;
+    if (createdAt === entry.createdAt && !(entry.freshUntil > localUntil)) return entry;
+    const copy = changeEntry(entry, {
+      createdAt,
+      freshUntil: entry.freshUntil > localUntil ? localUntil : entry.freshUntil,
+    });
+    originals.set(copy, entry);
+    return copy;
+  };
 
   // Apart from `get`: a function that creates a closure allocates what it captures on every call,
   // and most reads of a tiered cache are synchronous L1 reads.
@@ -503,8 +523,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     if (written === false || token.evicted) {
       evictLocal(key);
     } else {
-      const copy = localCopy(entry);
-      if (copy !== undefined) {
+      const carried = localCopy(entry);
+      if (carried !== undefined) {
+        const copy = l1Copy(carried);
         const ttl = setOptions.ttl === undefined ? localTtl : Math.min(setOptions.ttl, localTtl);
         // Stored by the remote, which has checked it against its own deletes: L1 follows even if it
         // deleted the key since the write's fill started (say, on a refused write or a bus

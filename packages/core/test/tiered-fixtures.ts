@@ -18,8 +18,11 @@ export interface LocalCache extends Cache {
   readonly size: number;
 }
 
-/** A synchronous in-process cache following the memory adapter's rules. */
-export function localCache(log: Log = [], label = 'local'): LocalCache {
+/**
+ * A synchronous in-process cache following the memory adapter's rules. `lateBy` ms: its physical
+ * expiry comes that late (the memory adapter reads the clock for expiry once a second).
+ */
+export function localCache(log: Log = [], label = 'local', lateBy = 0): LocalCache {
   const entries = new Map<string, { entry: CacheEntry; expiresAt: number }>();
   const deletions = new Map<string, number>();
   const tagTimes = new Map<string, number>();
@@ -53,7 +56,7 @@ export function localCache(log: Log = [], label = 'local'): LocalCache {
       else
         entries.set(key, {
           entry,
-          expiresAt: ttl === undefined ? Number.POSITIVE_INFINITY : Date.now() + ttl,
+          expiresAt: ttl === undefined ? Number.POSITIVE_INFINITY : Date.now() + ttl + lateBy,
         });
       return true;
     },

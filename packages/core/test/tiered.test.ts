@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   type CacheEntry,
+  configure,
   createTieredCache,
   getOrCompute,
   getOrComputeWith,
@@ -21,9 +22,12 @@ const isThenable = (value: unknown): boolean =>
 
 let names = 0;
 /** A replica: its own L1 and tiered cache, on the shared `store`. */
-function replica(store: RemoteStore, options: { localTtl?: number; bus?: boolean; log?: Log } = {}) {
+function replica(
+  store: RemoteStore,
+  options: { localTtl?: number; bus?: boolean; log?: Log; lateExpiry?: number } = {},
+) {
   const log = options.log ?? [];
-  const local = localCache(log);
+  const local = localCache(log, 'local', options.lateExpiry);
   const remote = remoteCache(store, { bus: options.bus, log });
   const name = `tiered-${++names}`;
   const cache = createTieredCache({ local, remote, name, localTtl: options.localTtl });
@@ -246,6 +250,53 @@ describe('reads', () => {
     expect(await getValue(b.cache, 'k')).toBe('old');
     await vi.advanceTimersByTimeAsync(1);
     expect(await getValue(b.cache, 'k')).toBe('new');
+  });
+
+  it('serves an L1 copy localTtl at most, to the millisecond, from a local cache whose expiry comes late', async () => {
+    const store = new RemoteStore();
+    const a = replica(store, { localTtl: 200 });
+    // Physical expiry a second late, as the memory adapter's may be.
+    const b = replica(store, { localTtl: 200, lateExpiry: 1_000 });
+    await setValue(a.cache, 'k', 'old', { ttl: 600_000 });
+    expect(await getValue(b.cache, 'k')).toBe('old');
+    expect(await getOrCompute(b.cache, 'k', 600_000, () => 'filled')).toBe('old');
+    store.hold = true; // the eviction message is lost
+    await setValue(a.cache, 'k', 'new', { ttl: 600_000 });
+    await vi.advanceTimersByTimeAsync(199);
+    expect(await getOrCompute(b.cache, 'k', 600_000, () => 'filled')).toBe('old');
+    expect(b.counters()?.l1Hits).toBe(2);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(b.local.get('k')?.value).toBe('old'); // still held by the local cache
+    // Both hit paths (the core's, which reads L1 directly, and the tiered cache's get) ask L2 now.
+    expect(await getOrCompute(b.cache, 'k', 600_000, () => 'filled')).toBe('new');
+    await vi.advanceTimersByTimeAsync(200);
+    await setValue(a.cache, 'k', 'newer', { ttl: 600_000 });
+    expect(await getValue(b.cache, 'k')).toBe('newer');
+    expect(b.counters()?.l1Hits).toBe(2);
+  });
+
+  it("times an early refresh of an L1 hit by the entry's freshness, not the copy's localTtl", async () => {
+    const store = new RemoteStore();
+    const a = replica(store, { localTtl: 1_000 });
+    const b = replica(store, { localTtl: 1_000 });
+    const options = { ttl: 600_000, earlyRefresh: true };
+    await getOrComputeWith(a.cache, 'k', options, async () => {
+      await vi.advanceTimersByTimeAsync(100); // delta 100 ms
+      return 'v';
+    });
+    await settled(a.cache);
+    configure({ random: () => 0.01 }); // -ln(0.01) = 4.6: 460 ms ahead of an expiry
+    try {
+      expect(await getOrComputeWith(b.cache, 'k', options, () => 'refreshed')).toBe('v');
+      await vi.advanceTimersByTimeAsync(900); // 100 ms before the copy's localTtl
+      const fill = vi.fn(() => 'refreshed');
+      expect(await getOrComputeWith(b.cache, 'k', options, fill)).toBe('v');
+      await settled(b.cache);
+      expect(fill).not.toHaveBeenCalled();
+      expect(b.counters()?.earlyRefreshes ?? 0).toBe(0);
+    } finally {
+      configure({ random: Math.random });
+    }
   });
 
   it('never keeps an L1 copy past the entry freshness and grace', async () => {

@@ -1,4 +1,6 @@
 import { fileURLToPath } from 'node:url';
+import { createTieredCache, getOrCompute, getValue, setValue } from '@stampede/core';
+import { createMemoryCache } from '@stampede/memory';
 import {
   broadcast,
   randomPrefix,
@@ -10,6 +12,7 @@ import {
 } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisCache } from '../src/index.js';
 import { deletePrefix, stopWorkers } from './helpers.js';
 
 // A fleet of 4 replica processes, each a tiered cache (memory in front of Redis) with its own core.
@@ -287,6 +290,37 @@ describe('a tiered replica whose Redis stops', () => {
     } finally {
       await (worker as Worker).kill('SIGKILL');
       await server.stop();
+    }
+  });
+});
+
+describe('localTtl on a memory L1 in front of Redis', () => {
+  it('serves an L1 copy localTtl at most, though the memory cache reads its expiry clock once a second', async () => {
+    const client = new Redis((await testRedis()).url);
+    const prefix = randomPrefix('redis-tiered-local-ttl');
+    const remote = createRedisCache({ client, prefix, name: 'local-ttl-remote' });
+    // A plain cache on the same prefix writes without a bus message: localTtl is the only bound.
+    const writer = createRedisCache({ client, prefix, name: 'local-ttl-writer' });
+    const cache = createTieredCache({
+      local: createMemoryCache({ name: 'local-ttl-l1' }),
+      remote,
+      name: 'local-ttl',
+      localTtl: 200,
+    });
+    try {
+      await setValue(writer, 'k', 'old', { ttl: 600_000 });
+      expect(await getOrCompute(cache, 'k', 600_000, () => 'filled')).toBe('old');
+      expect(await getOrCompute(cache, 'k', 600_000, () => 'filled')).toBe('old');
+      await setValue(writer, 'k', 'new', { ttl: 600_000 });
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      expect(await getOrCompute(cache, 'k', 600_000, () => 'filled')).toBe('new');
+      expect(await getValue(cache, 'k')).toBe('new');
+    } finally {
+      await cache.close();
+      await remote.close();
+      await writer.close();
+      await deletePrefix(client, prefix);
+      client.disconnect();
     }
   });
 });
