@@ -421,7 +421,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     if (createdAt === entry.createdAt && !(entry.freshUntil > localUntil)) return entry;
     const copy = changeEntry(entry, {
       createdAt,
-      freshUntil: entry.freshUntil > localUntil ? localUntil : entry.freshUntil,
+      freshUntil: Math.min(entry.freshUntil, localUntil),
     });
     originals.set(copy, entry);
     return copy;
