@@ -263,8 +263,13 @@ export interface CacheBusHandlers {
  * subscriber that is disconnected misses it, and learns it through `lost` and `subscribed`).
  */
 export interface CacheBus {
-  /** Sends `message` to every subscriber (resolves once the backend took it). */
-  publish(message: string): MaybePromise<void>;
+  /**
+   * Sends `message` to every subscriber. Resolves once the backend took it, with the number of
+   * subscribers that received it when the backend tells (Redis's `PUBLISH` answers it): a tiered
+   * cache then waits for their acknowledgements of an invalidation (see `createTieredCache`).
+   */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a bus written for the first release returns Promise<void>, which `undefined` would refuse
+  publish(message: string): MaybePromise<void | number>;
   /**
    * Starts listening (opening the connection it needs on first use). Returns the function that
    * stops this subscriber.

@@ -104,10 +104,21 @@ interface Pending {
 /**
  * Bus message kinds: `k` evicts one key (`<origin>|k|<key>`); `t` invalidates tags in L1
  * (`<origin>|t|<tag>,<tag>`, each tag as `encodeTag` writes it, so neither `|` nor `,` appears in
- * one). Unknown kinds are ignored (newer replicas may add some).
+ * one); `a` acknowledges a message (`<origin>|a|<sender>`). A sender that waits for
+ * acknowledgements writes `<origin>.<sequence>` as its origin, and every replica that has applied
+ * the message answers with an `a` naming that sender (a replica of an older version compares the
+ * whole field with its own origin, so it still applies the message; it only does not answer).
+ * Unknown kinds are ignored (newer replicas may add some).
  */
 const EVICT_KEY = 'k';
 const INVALIDATE_TAGS = 't';
+const ACKNOWLEDGE = 'a';
+/**
+ * How long an invalidation (`invalidate`, `invalidateTag(s)`, `setValue`) waits for the other
+ * replicas to acknowledge its bus message, at most: a replica that has gone without its connection
+ * being closed yet (or one of an older version, which does not answer) delays it this long.
+ */
+export const BUS_ACK_TIMEOUT_MS = 1_000;
 
 function checkCache(value: unknown, name: string): asserts value is Cache {
   if (typeof value !== 'object' || value === null) {
@@ -154,12 +165,19 @@ const TIERED_OPTIONS: ReadonlySet<string> = new Set(['local', 'remote', 'name', 
  * missed), counted in `busRecoveries` and emitted as a `bus-recovery` event. Without a bus, a
  * replica may serve an L1 copy up to `localTtl` after another replica changed it.
  *
+ * `invalidate`, `invalidateTag(s)` and `setValue` resolve once every other replica that received
+ * their message has applied it (each answers on the bus; Redis's `PUBLISH` says how many received
+ * it): after they resolve, no live replica serves the old L1 copy. One that does not answer (gone
+ * without its connection closed yet, or of an older version) delays the call
+ * 1 s at most. A fill's write does not wait. Where this replica does not
+ * hear the bus (Cloudflare Workers), or the bus does not count receivers, they resolve once the
+ * message is published.
+ *
  * With a remote that can invalidate tags, so can the tiered cache: `invalidateTag(s)` invalidates
  * them in the remote, then in L1, then publishes them on the bus, and every other replica
  * invalidates them in its L1 (which checks an entry's tags on read: an L1 hit stays free of remote
  * commands). A tag message counts in `busEvictions` like a key's; `tagInvalidations` counts only the
- * tags invalidated by calls on this replica. A replica may serve an old tagged L1 copy until the
- * message arrives, as for a key.
+ * tags invalidated by calls on this replica.
  *
  * The fill lock, push wake-up and serializer round trip are the remote's. When the remote is down,
  * fresh L1 entries are still served and misses fill locally (their writes still land in L1).
@@ -228,24 +246,26 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
 
   // Local faults are the local cache's own business: a copy that cannot be dropped or written is a
   // reported fault, never a failed call (the remote answer still stands).
-  const settleLocal = (key: string, operation: 'set' | 'delete', run: () => unknown): void => {
+  // Returns a promise when the local cache answered with one (settled once it has, never rejected).
+  const settleLocal = (key: string, operation: 'set' | 'delete', run: () => unknown): unknown => {
     try {
       const done = run();
       if (isThenable(done)) {
-        Promise.resolve(done).then(undefined, (error: unknown) =>
+        return Promise.resolve(done).then(undefined, (error: unknown) =>
           reportBackendError(name, operation, key, error),
         );
       }
     } catch (error) {
       reportBackendError(name, operation, key, error);
     }
+    return undefined;
   };
-  const evictLocal = (key: string): void => {
+  const evictLocal = (key: string): unknown => {
     const set = pending.get(key);
     if (set !== undefined) for (const token of set) token.evicted = true;
-    if (closed) return;
+    if (closed) return undefined;
     tracked?.delete(key);
-    settleLocal(key, 'delete', () => local.delete(key));
+    return settleLocal(key, 'delete', () => local.delete(key));
   };
   // `replace`: the remote stored `entry`, so L1 takes it even over a copy that looks newer (a copy
   // of a tagged entry carries its read's start as `createdAt`, see `readRemote`).
@@ -297,20 +317,70 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       reportBackendError(name, 'publish', key, error);
     }
   };
-  const publishEviction = (key: string): Promise<void> => publish(`${origin}|${EVICT_KEY}|${key}`, key);
+  // Messages of this replica waiting for acknowledgements, by the origin field they were sent with.
+  const awaiting = new Map<string, { heard: number; expected: number; done: () => void }>();
+  let sequence = 0;
+  // False once the bus's `publish` answered without a number.
+  let countsReceivers = true;
+  // Publishes `<origin>|kind|body`; with `confirm`, resolves once every other replica that received
+  // it has applied it (acknowledged), or after BUS_ACK_TIMEOUT_MS. It can wait only while this
+  // replica hears the bus (the acknowledgements come on it) and when the backend tells how many
+  // subscribers received the message (Redis's PUBLISH does; this replica's own subscriber is one).
+  const send = async (
+    kind: string,
+    body: string,
+    key: string | undefined,
+    confirm: boolean,
+  ): Promise<void> => {
+    if (bus === undefined) return;
+    if (!confirm || !listening || !countsReceivers) {
+      await publish(`${origin}|${kind}|${body}`, key);
+      return;
+    }
+    const sender = `${origin}.${(++sequence).toString(36)}`;
+    let done!: () => void;
+    const acknowledged = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    // Registered before publishing: an acknowledgement may come before PUBLISH's answer.
+    const waiter = { heard: 0, expected: Number.POSITIVE_INFINITY, done };
+    awaiting.set(sender, waiter);
+    try {
+      let receivers: unknown;
+      try {
+        receivers = await bus.publish(`${sender}|${kind}|${body}`);
+      } catch (error) {
+        reportBackendError(name, 'publish', key, error);
+        return;
+      }
+      // A bus that does not tell is not asked again (its replicas' acknowledgements would be wasted).
+      if (typeof receivers !== 'number') countsReceivers = false;
+      if (typeof receivers !== 'number' || !listening) return;
+      waiter.expected = receivers - 1;
+      if (waiter.heard >= waiter.expected) return;
+      const timer = setTimeout(done, BUS_ACK_TIMEOUT_MS);
+      (timer as { unref?: () => void }).unref?.();
+      await acknowledged;
+      clearTimeout(timer);
+    } finally {
+      awaiting.delete(sender);
+    }
+  };
+  const publishEviction = (key: string, confirm = false): Promise<void> => send(EVICT_KEY, key, key, confirm);
 
   // L1 checks an entry's tags on read (the memory cache does). A local cache that cannot invalidate
   // tags is cleared instead: more misses, never an invalidated value served.
-  const invalidateLocalTags = (tags: readonly string[]): void => {
-    if (closed) return;
+  // Returns a promise when the local cache answered with one (settled once it has, never rejected).
+  const invalidateLocalTags = (tags: readonly string[]): unknown => {
+    if (closed) return undefined;
     if (typeof clearable.invalidateTags !== 'function') {
       clearLocal();
-      return;
+      return undefined;
     }
     try {
       const done = clearable.invalidateTags(tags, Date.now());
       if (isThenable(done)) {
-        Promise.resolve(done).then(undefined, (error: unknown) => {
+        return Promise.resolve(done).then(undefined, (error: unknown) => {
           reportBackendError(name, 'tags', undefined, error);
           clearLocal();
         });
@@ -319,19 +389,34 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       reportBackendError(name, 'tags', undefined, error);
       clearLocal();
     }
+    return undefined;
+  };
+  // Tells `sender` (a message's origin field with its sequence) that this replica has applied it.
+  const acknowledge = (sender: string, applied: unknown): void => {
+    const answer = (): void => {
+      void publish(`${origin}|${ACKNOWLEDGE}|${sender}`, undefined);
+    };
+    if (isThenable(applied)) Promise.resolve(applied).then(answer);
+    else answer();
   };
 
   const onMessage = (text: string): void => {
     const first = text.indexOf('|');
     const second = first === -1 ? -1 : text.indexOf('|', first + 1);
     if (second === -1) return;
+    const sender = text.slice(0, first);
+    const dot = sender.indexOf('.');
     // A replica never evicts on its own message: its local copy is the value it just wrote (or it
     // invalidated the tags in its own L1 before publishing).
-    if (text.slice(0, first) === origin) return;
+    if ((dot === -1 ? sender : sender.slice(0, dot)) === origin) return;
     const kind = text.slice(first + 1, second);
-    if (kind === EVICT_KEY) {
+    if (kind === ACKNOWLEDGE) {
+      const waiter = awaiting.get(text.slice(second + 1));
+      if (waiter !== undefined && ++waiter.heard >= waiter.expected) waiter.done();
+    } else if (kind === EVICT_KEY) {
       counters.busEvictions++;
-      evictLocal(text.slice(second + 1));
+      const applied = evictLocal(text.slice(second + 1));
+      if (dot !== -1) acknowledge(sender, applied);
     } else if (kind === INVALIDATE_TAGS) {
       const tags = text
         .slice(second + 1)
@@ -341,13 +426,17 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       if (tags.length === 0) return;
       // One per message, as for a key: what the other replicas' changes cost this one.
       counters.busEvictions++;
-      invalidateLocalTags(tags);
+      const applied = invalidateLocalTags(tags);
+      if (dot !== -1) acknowledge(sender, applied);
     }
   };
   let acknowledged = false;
+  // Whether this replica hears the bus now (between an acknowledgement and a loss).
+  let listening = false;
   const onSubscribed = (): void => {
     const recovery = acknowledged;
     acknowledged = true;
+    listening = true;
     // Copies taken before the subscription was acknowledged may have missed messages too; only a
     // reconnection counts as a recovery.
     clearLocal();
@@ -357,7 +446,13 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   };
   // This tiered cache's hold on `local` (see `localTiers`), taken once nothing can throw any more.
   const claim = { name };
-  const unsubscribe = bus?.subscribe({ message: onMessage, subscribed: onSubscribed });
+  const unsubscribe = bus?.subscribe({
+    message: onMessage,
+    subscribed: onSubscribed,
+    lost: () => {
+      listening = false;
+    },
+  });
 
   const readRemote = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
     const token = begin(key);
@@ -468,7 +563,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         failure = { error };
       }
       evictLocal(key);
-      await publishEviction(key);
+      await publishEviction(key, true);
       if (failure !== undefined) throw failure.error;
     },
     close(closeOptions?: WhenIdleOptions) {
@@ -490,6 +585,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         if (state !== undefined) state.localTier = undefined;
         if (localTiers.get(local) === claim) localTiers.delete(local);
         unsubscribe?.();
+        listening = false;
+        for (const waiter of awaiting.values()) waiter.done();
       };
       // Idle: done now, as a caller that does not await expects.
       if (!hasWork(cache)) {
@@ -539,7 +636,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         );
       }
     }
-    await publishEviction(key);
+    // A direct write (`setValue`) is the caller's own change: it waits for the other replicas as an
+    // invalidation does. A fill's write is not waited for (its callers have their value already).
+    await publishEviction(key, setOptions.direct === true);
     if (failure !== undefined) throw failure.error;
     return written !== false;
   };
@@ -561,7 +660,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       // The remote first: once it has answered, a miss of any replica refills from the source.
       await invalidateRemote(tags);
       invalidateLocalTags(tags);
-      await publish(`${origin}|${INVALIDATE_TAGS}|${tags.map(encodeTag).join(',')}`, undefined);
+      await send(INVALIDATE_TAGS, tags.map(encodeTag).join(','), undefined, true);
     };
     Object.assign(cache, { invalidateTags });
   }

@@ -93,6 +93,8 @@ export class RemoteStore {
   readonly held: string[] = [];
   /** While true, every remote call (and publish) throws: the server is down. */
   down = false;
+  /** While true, `publish` answers how many subscribers received the message (as Redis does). */
+  countsReceivers = false;
 
   read(key: string): CacheEntry | undefined {
     const found = this.entries.get(key);
@@ -209,7 +211,9 @@ export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}
         calls.publish++;
         log.push(`publish ${message.slice(message.indexOf('|') + 1)}`);
         check();
+        const receivers = store.subscribers.size;
         store.deliver(message);
+        return store.countsReceivers ? receivers : undefined;
       },
       subscribe(handlers) {
         store.subscribers.add(handlers);

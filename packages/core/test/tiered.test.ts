@@ -8,12 +8,14 @@ import {
   getValue,
   inFlightCount,
   invalidate,
+  invalidateTag,
   onStampedeEvent,
   resetStats,
   type StampedeEvent,
   setValue,
   statsByCache,
 } from '../src/index.js';
+import { BUS_ACK_TIMEOUT_MS } from '../src/tiered.js';
 import { flush } from './helpers.js';
 import { type Log, localCache, RemoteStore, remoteCache } from './tiered-fixtures.js';
 
@@ -24,11 +26,11 @@ let names = 0;
 /** A replica: its own L1 and tiered cache, on the shared `store`. */
 function replica(
   store: RemoteStore,
-  options: { localTtl?: number; bus?: boolean; log?: Log; lateExpiry?: number } = {},
+  options: { localTtl?: number; bus?: boolean; log?: Log; lateExpiry?: number; tags?: boolean } = {},
 ) {
   const log = options.log ?? [];
   const local = localCache(log, 'local', options.lateExpiry);
-  const remote = remoteCache(store, { bus: options.bus, log });
+  const remote = remoteCache(store, { bus: options.bus, log, tags: options.tags });
   const name = `tiered-${++names}`;
   const cache = createTieredCache({ local, remote, name, localTtl: options.localTtl });
   const counters = () => statsByCache()[name];
@@ -531,6 +533,51 @@ describe('the invalidation bus', () => {
     expect(store.subscribers.size).toBe(1);
     a.cache.close();
     expect(store.subscribers.size).toBe(0);
+  });
+
+  it('an invalidation, a tag invalidation or a setValue resolves once every other replica applied it', async () => {
+    const store = new RemoteStore();
+    store.countsReceivers = true; // as Redis's PUBLISH
+    const [a, b] = [replica(store, { tags: true }), replica(store, { tags: true })];
+    const changes = [
+      () => invalidate(a.cache, 'k'),
+      () => invalidateTag(a.cache, 'group'),
+      () => setValue(a.cache, 'k', 'new', { ttl: 60_000, tags: ['group'] }),
+    ];
+    for (const change of changes) {
+      await setValue(a.cache, 'k', 'old', { ttl: 60_000, tags: ['group'] });
+      vi.advanceTimersByTime(1);
+      expect(await getValue(b.cache, 'k')).toBe('old');
+      store.hold = true; // the message is on its way
+      let resolved = false;
+      const changed = change().then(() => {
+        resolved = true;
+      });
+      await flush();
+      expect(resolved).toBe(false);
+      store.release(); // b hears it, applies it and answers
+      await changed;
+      expect(b.local.get('k')).toBeUndefined();
+      vi.advanceTimersByTime(1);
+    }
+  });
+
+  it('waits for a replica that does not answer (an older version) BUS_ACK_TIMEOUT_MS at most; a fill never', async () => {
+    const store = new RemoteStore();
+    store.countsReceivers = true;
+    const [a, b] = [replica(store), replica(store)];
+    store.subscribers.add({ message: () => {} });
+    expect(await getOrCompute(a.cache, 'filled', 60_000, () => 1)).toBe(1);
+    await settled(a.cache); // the fill's write and message: no wait
+    let resolved = false;
+    const changed = setValue(a.cache, 'k', 'v', { ttl: 60_000 }).then(() => {
+      resolved = true;
+    });
+    await vi.advanceTimersByTimeAsync(BUS_ACK_TIMEOUT_MS - 1);
+    expect(resolved).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await changed;
+    expect(b.counters()?.busEvictions).toBe(2);
   });
 
   it('works without a bus: copies last localTtl', async () => {

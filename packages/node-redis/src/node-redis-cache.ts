@@ -222,7 +222,10 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     hearsFillDone: (key) => pushWakeUp && notifier.hears(key),
     bus: {
       async publish(message) {
-        await operations.call('publish', undefined, () => lockClient.publish(channel, message));
+        const receivers = await operations.call('publish', undefined, () =>
+          lockClient.publish(channel, message),
+        );
+        return typeof receivers === 'number' ? receivers : undefined;
       },
       subscribe: (handlers) => notifier.subscribeBus(handlers),
     },

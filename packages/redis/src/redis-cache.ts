@@ -227,7 +227,10 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
     },
     bus: {
       async publish(message) {
-        await context.call('publish', undefined, () => lockClient.publish(channel, message));
+        const receivers = await context.call('publish', undefined, () =>
+          lockClient.publish(channel, message),
+        );
+        return typeof receivers === 'number' ? receivers : undefined;
       },
       subscribe: (handlers) => notifier.subscribeBus(handlers),
     },

@@ -1,5 +1,15 @@
 import { fileURLToPath } from 'node:url';
-import { createTieredCache, getOrCompute, getValue, setValue } from '@stampede/core';
+import {
+  createTieredCache,
+  getOrCompute,
+  getOrComputeWith,
+  getValue,
+  invalidate,
+  invalidateTag,
+  setValue,
+  statsByCache,
+  type TieredCache,
+} from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import {
   broadcast,
@@ -321,6 +331,51 @@ describe('localTtl on a memory L1 in front of Redis', () => {
       await writer.close();
       await deletePrefix(client, prefix);
       client.disconnect();
+    }
+  });
+});
+
+describe('invalidations across tiered caches wait for the other replicas', () => {
+  it('once invalidateTag, invalidate or setValue resolves on one, no other serves the old L1 copy', async () => {
+    const url = (await testRedis()).url;
+    const prefix = randomPrefix('redis-tiered-acks');
+    const clients = [new Redis(url), new Redis(url)];
+    const remotes = clients.map((client, index) =>
+      createRedisCache({ client, prefix, name: `acks-remote-${index}` }),
+    );
+    const [a, b] = remotes.map((remote, index) =>
+      createTieredCache({
+        local: createMemoryCache({ name: `acks-l1-${index}` }),
+        remote,
+        name: `acks-${index}`,
+      }),
+    ) as [TieredCache, TieredCache];
+    try {
+      // Both listen once a write on one evicts the other's copy.
+      await waitFor(
+        async () => {
+          await getOrCompute(b, 'probe', 600_000, () => 'b');
+          await setValue(a, 'probe', 'a', { ttl: 600_000 });
+          return (statsByCache()['acks-1']?.busEvictions ?? 0) > 0;
+        },
+        { message: "the second cache to hear the first one's bus" },
+      );
+      const options = { ttl: 600_000, tags: ['catalog'] };
+      const served: string[] = [];
+      for (let round = 0; round < 20; round++) {
+        const key = `k${round}`;
+        expect(await getOrComputeWith(b, key, options, () => `old-${round}`)).toBe(`old-${round}`);
+        if (round % 3 === 0) await invalidateTag(a, 'catalog');
+        else if (round % 3 === 1) await invalidate(a, key);
+        else await setValue(a, key, `new-${round}`, options);
+        served.push(await getOrComputeWith(b, key, options, () => `new-${round}`));
+      }
+      expect(served).toEqual(Array.from({ length: 20 }, (_, round) => `new-${round}`));
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await Promise.all(remotes.map((remote) => remote.close()));
+      await deletePrefix(clients[0] as Redis, prefix);
+      for (const client of clients) client.disconnect();
     }
   });
 });

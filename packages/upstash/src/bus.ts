@@ -36,9 +36,10 @@ export function createUpstashBus(
   if (typeof publish !== 'function') return undefined;
   return {
     async publish(message) {
-      await operations.keepAlive(
+      const receivers = await operations.keepAlive(
         operations.call('publish', undefined, () => (publish as Publish).call(client, channel, message)),
       );
+      return typeof receivers === 'number' ? receivers : undefined;
     },
     subscribe(handlers) {
       // Where a stream must not outlive the request that opened it (workerd), nothing listens.
