@@ -320,8 +320,6 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // Messages of this replica waiting for acknowledgements, by the origin field they were sent with.
   const awaiting = new Map<string, { heard: number; expected: number; done: () => void }>();
   let sequence = 0;
-  // False once the bus's `publish` answered without a number.
-  let countsReceivers = true;
   // Publishes `<origin>|kind|body`; with `confirm`, resolves once every other replica that received
   // it has applied it (acknowledged), or after BUS_ACK_TIMEOUT_MS. It can wait only while this
   // replica hears the bus (the acknowledgements come on it) and when the backend tells how many
@@ -333,7 +331,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     confirm: boolean,
   ): Promise<void> => {
     if (bus === undefined) return;
-    if (!confirm || !listening || !countsReceivers) {
+    if (!confirm || !listening) {
       await publish(`${origin}|${kind}|${body}`, key);
       return;
     }
@@ -353,8 +351,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         reportBackendError(name, 'publish', key, error);
         return;
       }
-      // A bus that does not tell is not asked again (its replicas' acknowledgements would be wasted).
-      if (typeof receivers !== 'number') countsReceivers = false;
+      // Not told (a bus that does not count, or a call that timed out): nothing to wait for.
       if (typeof receivers !== 'number' || !listening) return;
       waiter.expected = receivers - 1;
       if (waiter.heard >= waiter.expected) return;

