@@ -1,10 +1,12 @@
 import { getOrComputeWith, inFlightCount, invalidateTag, resetStats, stats } from '@stampede/core';
+import { remoteKeys } from '@stampede/redis-protocol';
 import {
   type RedisServer,
   randomPrefix,
   startRedisServer,
   testRedis,
   type Worker,
+  waitFor,
 } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -74,17 +76,18 @@ describe(`invalidateTag across ${REPLICAS} replica processes`, () => {
     if (filler === undefined || invalidator === undefined || reader === undefined)
       throw new Error('no worker');
     const options = { ttl: 60_000, tags: ['inflight'] };
-    const slow = ask<{ values: Value[] }>(filler, {
-      cmd: 'read',
-      keys: ['slow'],
-      options,
-      gen: 'old',
-      fillMs: 600,
-    });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    filler.send({ cmd: 'read', id: 'slow-read', keys: ['slow'], options, gen: 'old', fillMs: 600 });
+    await filler.next<{ event?: string; key?: string }>(
+      (report) => report.event === 'fill-start' && report.key === 'slow',
+    );
     expect(await ask(invalidator, { cmd: 'tag', tags: ['inflight'] })).toMatchObject({ done: true });
     // Its fill started before the invalidation: its own callers still get it, and it writes...
-    expect((await slow).values[0]?.gen).toBe('old');
+    const slow = await filler.next<{ id?: string; values: Value[] }>((report) => report.id === 'slow-read');
+    expect(slow.values[0]?.gen).toBe('old');
+    // (The write lands after its callers have the value; a read meanwhile would join the fill.)
+    await waitFor(async () => (await client.exists(remoteKeys(prefix, 'slow').value)) === 1, {
+      message: "the slow fill's write to land",
+    });
     // ...but no replica reads that write back.
     const later = await Promise.all(
       [reader, invalidator, filler].map((worker) =>
