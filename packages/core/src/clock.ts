@@ -23,8 +23,10 @@ import { shared } from './shared.js';
 // The thread runs only while hits come fast enough that it is cheaper than the clock reads it
 // replaces: it starts after ENGAGE_WINDOWS samples in a row at ENGAGE_RATE hits per ms or more,
 // goes to sleep (0 CPU) when fewer than DISENGAGE_BEATS samples reach it in a second, and ends
-// after EXIT_AFTER_MS asleep (giving its memory back, about 10 MB). `configure({ clockThread: false })` turns
-// it off; runtimes without `worker_threads` never start it, and their hits read the real clock.
+// after EXIT_AFTER_MS asleep (giving its memory back, about 10 MB). A stale-while-revalidate refresh
+// also wakes a sleeping thread (never starts one): its key's readers crowd in until it lands, each a
+// stale read (see wakeClockThread). `configure({ clockThread: false })` turns it off; runtimes
+// without `worker_threads` never start it, and their hits read the real clock.
 
 /** How far from expiry an entry must be, by the coarse time, for a hit to skip the real clock. */
 export const COARSE_MARGIN_MS = 2000;
@@ -178,6 +180,22 @@ function engage(c: CoarseClock): void {
     c.broken = true;
     Atomics.store(control, STATE, EXITED);
   }
+}
+
+/**
+ * Wakes a sleeping thread at once, without the sustained rate {@link engage} waits for: a
+ * stale-while-revalidate refresh has just started, and until it lands every read of its key is a
+ * stale read (a herd's worth, typically, read in the first milliseconds after expiry). An atomic
+ * exchange and a notify, only when the thread sleeps; a thread that ended is not started here (that
+ * costs milliseconds of the caller's time and some 10 MB). Unless hits keep coming at the
+ * {@link DISENGAGE_BEATS} rate, the thread goes back to sleep a second later.
+ */
+export function wakeClockThread(): void {
+  const c = clock;
+  // Under a replaced Date.now (fake timers) the thread's time is not read anyway.
+  if (!c.enabled || Date.now !== c.native) return;
+  const control = c.control;
+  if (Atomics.compareExchange(control, STATE, IDLE, RUNNING) === IDLE) Atomics.notify(control, STATE);
 }
 
 /**

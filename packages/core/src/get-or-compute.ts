@@ -3,7 +3,7 @@ import { isPendingRead, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkedEntry, type ValueCheck } from './check-value.js';
-import { COARSE_MARGIN_MS, coarseNow, stillBefore } from './clock.js';
+import { COARSE_MARGIN_MS, coarseNow, stillBefore, wakeClockThread } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { SETTLED } from './entry.js';
 import { kindOf, messageOf } from './errors.js';
@@ -325,7 +325,20 @@ function afterRead(
           mayRefreshEarly(state, key, entry, left - COARSE_MARGIN_MS, left, options, fill);
         return settledPromise(entry);
       }
-      if (coarse >= freshUntil && entry.staleUntil - coarse > COARSE_MARGIN_MS) now = coarse;
+      if (entry.staleUntil - coarse > COARSE_MARGIN_MS) {
+        if (coarse >= freshUntil) now = coarse;
+        else if (options.grace > 0 && state.flights.size !== 0) {
+          // Whole seconds seldom show an entry stale in the first moments after its expiry, when
+          // a burst reads it during its refresh; a fill of the key that started at or after its
+          // `freshUntil` shows it (that start is a reading of the real clock, and the time only
+          // moves on), and it is the refresh a stale read would otherwise start.
+          const flight = state.flights.get(key);
+          if (flight !== undefined && flight.startedAt >= freshUntil) {
+            counters.staleHits++;
+            return settledPromise(entry);
+          }
+        }
+      }
     }
     if (Number.isNaN(now)) now = Date.now();
     if (now < freshUntil) {
@@ -377,6 +390,9 @@ function refreshInBackground(
     return;
   }
   state.counters.backgroundRefreshes++;
+  // Until the refresh lands, the key's readers read it stale: the coarse clock spares each of them a
+  // clock reading (see afterRead).
+  wakeClockThread();
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
   handOff(

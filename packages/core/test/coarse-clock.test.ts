@@ -11,12 +11,24 @@ import {
   clockThreadRunning,
   coarseNow,
   DISENGAGE_BEATS,
+  EXITED,
+  IDLE,
   LAG_LIMIT_MS,
+  RUNNING,
   SAMPLE_EVERY,
+  STATE,
 } from '../src/clock.js';
-import { configure, getOrCompute, getOrComputeWith, resetStats, stats } from '../src/node.js';
+import {
+  type Cache,
+  type CacheEntry,
+  configure,
+  getOrCompute,
+  getOrComputeWith,
+  resetStats,
+  stats,
+} from '../src/node.js';
 import { shared } from '../src/shared.js';
-import { testCache } from './helpers.js';
+import { deferred, testCache } from './helpers.js';
 
 const clock = shared.clock as NonNullable<typeof shared.clock>;
 
@@ -242,6 +254,169 @@ describe('the coarse clock steps aside', () => {
     // And wakes again when they resume.
     await engage();
     expect(clockThreadRunning()).toBe(true);
+  });
+});
+
+describe('stale-while-revalidate with the coarse clock', () => {
+  const SWR = { ttl: 60_000, staleWhileRevalidate: 60_000 };
+
+  /** A cache on a map that keeps what it is given: reading it reads no clock, and expires nothing. */
+  function mapCache(): Cache & { entries: Map<string, CacheEntry> } {
+    const entries = new Map<string, CacheEntry>();
+    return {
+      name: 'map',
+      entries,
+      get: (key) => entries.get(key),
+      set: (key, entry) => {
+        entries.set(key, entry);
+      },
+      delete: (key) => {
+        entries.delete(key);
+      },
+    };
+  }
+
+  /** An entry of `value` that expired `agoMs` ago, stale-servable for `graceMs` after that. */
+  function expired(value: string, agoMs: number, graceMs: number): CacheEntry {
+    const now = Date.now();
+    return createEntry(value, now - agoMs - 1_000, now - agoMs, now - agoMs + graceMs);
+  }
+
+  /** Puts a running thread to sleep, as it does itself when hits stop, and waits until it sleeps. */
+  async function sleepThread(): Promise<void> {
+    Atomics.compareExchange(clock.control, STATE, RUNNING, IDLE);
+    const giveUpAt = Date.now() + 5_000;
+    while (clock.seconds[0] !== 0 && Date.now() < giveUpAt) await new Promise((r) => setTimeout(r, 5));
+    expect(clockThreadRunning()).toBe(false);
+  }
+
+  /** The thread running (or asleep, with `asleep`), and the counters its start left reset. */
+  async function ready(asleep = false): Promise<void> {
+    await engage();
+    if (asleep) await sleepThread();
+    resetStats();
+  }
+
+  /** Calls `run` with `Date.now` counted (and taken for the native one by the coarse clock). */
+  function countingClockReads(run: () => void): number {
+    const native = Date.now;
+    let reads = 0;
+    const counting = (): number => {
+      reads++;
+      return native();
+    };
+    Date.now = counting;
+    clock.native = counting;
+    try {
+      run();
+    } finally {
+      Date.now = native;
+      clock.native = native;
+    }
+    return reads;
+  }
+
+  it('the reads during a refresh take the thread time, also in the second the entry expired in', async () => {
+    await ready();
+    // Early in a second, so that the whole seconds the thread writes are not yet past the expiry.
+    while (Date.now() % 1_000 < 10 || Date.now() % 1_000 > 800) await new Promise((r) => setTimeout(r, 1));
+    const cache = mapCache();
+    cache.entries.set('k', expired('old', 5, 30_000));
+    const entry = cache.entries.get('k') as CacheEntry;
+    expect(coarseNow()).toBeLessThan(entry.freshUntil);
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    const answers: Promise<unknown>[] = [];
+    const reads = countingClockReads(() => {
+      for (let i = 0; i < 500; i++) answers.push(getOrComputeWith(cache, 'k', SWR, () => 'unused'));
+    });
+    // At most one: the sample taken every SAMPLE_EVERY hits (500 reads without the thread).
+    expect(reads).toBeLessThanOrEqual(1);
+    expect(new Set(await Promise.all(answers))).toEqual(new Set(['old']));
+    expect(stats()).toMatchObject({ staleHits: 501, backgroundRefreshes: 1, misses: 0 });
+    gate.resolve('new');
+  });
+
+  it('a refresh wakes a sleeping thread at once', async () => {
+    await ready(true);
+    const cache = mapCache();
+    cache.entries.set('k', expired('old', 100, 30_000));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    expect(Atomics.load(clock.control, STATE)).toBe(RUNNING);
+    const giveUpAt = Date.now() + 5_000;
+    while (!clockThreadRunning() && Date.now() < giveUpAt) await new Promise((r) => setTimeout(r, 1));
+    expect(clockThreadRunning()).toBe(true);
+    gate.resolve('new');
+  });
+
+  it('a refresh does not start a thread that ended', async () => {
+    await ready();
+    configure({ clockThread: false }); // the running thread goes to sleep
+    const { control } = clock;
+    const saved = { start: clock.start, state: Atomics.load(control, STATE) };
+    let starts = 0;
+    Atomics.store(control, STATE, EXITED);
+    clock.start = () => {
+      starts++;
+    };
+    try {
+      configure({ clockThread: true });
+      const cache = mapCache();
+      cache.entries.set('k', expired('old', 100, 30_000));
+      const gate = deferred<string>();
+      expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+      expect(stats().backgroundRefreshes).toBe(1);
+      expect(starts).toBe(0);
+      expect(Atomics.load(control, STATE)).toBe(EXITED);
+      gate.resolve('new');
+    } finally {
+      clock.start = saved.start;
+      Atomics.store(control, STATE, saved.state);
+    }
+  });
+
+  it('near the end of the grace, during a refresh: a value past its staleUntil is a miss', async () => {
+    await ready();
+    const cache = mapCache();
+    cache.entries.set('k', expired('old', 10_000, 60_000));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    const { control, seconds } = clock;
+    Atomics.store(control, STATE, 99);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+    try {
+      // The refresh started after freshUntil; the grace ended 100 ms ago, which the coarse time (1
+      // to 2 s behind) cannot tell: the real clock must decide.
+      const now = Date.now();
+      seconds[0] = Math.floor((now - 1_000) / 1000);
+      cache.entries.set('k', createEntry('old', now - 20_000, now - 10_000, now - 100));
+      const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
+      gate.resolve('new');
+      expect(await late).toBe('new');
+      expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
+    } finally {
+      Atomics.store(control, STATE, RUNNING);
+    }
+  });
+
+  it('for fake timers: a refresh leaves the thread asleep, and the grace ends on the fake clock', async () => {
+    await ready(true);
+    vi.useFakeTimers({ now: Date.now() });
+    const cache = mapCache();
+    const options = { ttl: 1_000, staleWhileRevalidate: 1_000 };
+    await getOrComputeWith(cache, 'k', options, () => 'old');
+    vi.advanceTimersByTime(1_500);
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', options, () => gate.promise)).toBe('old');
+    expect(Atomics.load(clock.control, STATE)).toBe(IDLE);
+    expect(await getOrComputeWith(cache, 'k', options, () => 'unused')).toBe('old');
+    // Past staleUntil by the fake clock (the map still holds the entry): a miss that joins the refresh.
+    vi.advanceTimersByTime(1_000);
+    const late = getOrComputeWith(cache, 'k', options, () => 'unused');
+    gate.resolve('new');
+    expect(await late).toBe('new');
+    expect(stats()).toMatchObject({ staleHits: 2, backgroundRefreshes: 1, coalescedWaits: 1 });
   });
 });
 
