@@ -308,13 +308,16 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     for (const key of [...tracked]) evictLocal(key);
   };
 
-  const publish = async (message: string, key: string | undefined): Promise<void> => {
-    if (bus === undefined) return;
+  // Resolves with the bus's answer (how many received the message, when it tells), or undefined
+  // when it failed.
+  const publish = async (message: string, key: string | undefined): Promise<unknown> => {
+    if (bus === undefined) return undefined;
     try {
-      await bus.publish(message);
+      return await bus.publish(message);
     } catch (error) {
       // The change itself landed; the other replicas' copies expire within localTtl.
       reportBackendError(name, 'publish', key, error);
+      return undefined;
     }
   };
   // Messages of this replica waiting for acknowledgements, by the origin field they were sent with.
@@ -344,14 +347,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     const waiter = { heard: 0, expected: Number.POSITIVE_INFINITY, done };
     awaiting.set(sender, waiter);
     try {
-      let receivers: unknown;
-      try {
-        receivers = await bus.publish(`${sender}|${kind}|${body}`);
-      } catch (error) {
-        reportBackendError(name, 'publish', key, error);
-        return;
-      }
-      // Not told (a bus that does not count, or a call that timed out): nothing to wait for.
+      const receivers = await publish(`${sender}|${kind}|${body}`, key);
+      // Not told (a failed publish, a bus that does not count, a call that timed out): no wait.
       if (typeof receivers !== 'number' || !listening) return;
       waiter.expected = receivers - 1;
       if (waiter.heard >= waiter.expected) return;
