@@ -34,9 +34,10 @@ function overlaps(a: readonly string[], b: ReadonlySet<string>): boolean {
 
 /**
  * Stops every fill of this process in flight for a value carrying one of `tags` from being written
- * or joined (its callers still get its result), and makes later callers read afresh.
+ * or joined (its callers still get its result), and makes later callers read afresh. Called for this
+ * process's own invalidations, and by a tiered cache for another replica's (heard on the bus).
  */
-function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): void {
+export function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): void {
   for (const flight of [...state.flights.values()]) {
     if (flight.tags !== undefined && overlaps(flight.tags, tags)) {
       flight.invalidated = true;

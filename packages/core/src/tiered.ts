@@ -15,8 +15,11 @@ import { decodeTag, encodeTag } from './envelope.js';
 import { checkKnownKeys, kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
+import { type CacheState, existingState } from './registry.js';
 import { LOCAL_TIER_KEY, STATE_KEY, shared } from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
+import { supersedeTagged } from './tags.js';
+import { supersede } from './values.js';
 
 /** Options of {@link createTieredCache}. */
 export interface TieredCacheOptions {
@@ -226,6 +229,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // reads nor writes `local` (which another tiered cache may have taken over, for another remote),
   // and without its bus subscription an L1 copy could not be kept coherent anyway.
   let closed = false;
+  // The tiered cache itself, once made (bus messages reach the core's state of it through this).
+  let self: Cache | undefined;
   // Remote reads and writes in flight, by key: an eviction meanwhile marks them, and their result is
   // then not kept in L1 (it may predate the change the eviction announced).
   const pending = new Map<string, Set<Pending>>();
@@ -394,6 +399,14 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     else answer();
   };
 
+  // Another replica's change, heard before it resolves there: this process's fills and reads in
+  // flight that began before it must answer no caller arriving from now on (a fill that answered
+  // its callers stays joinable until its write lands; a read is shared by whoever arrives while it
+  // runs). Their callers so far keep their answer: they came before the change.
+  const supersedeHere = (apply: (state: CacheState) => void): void => {
+    const state = self === undefined ? undefined : existingState(self);
+    if (state !== undefined) apply(state);
+  };
   const onMessage = (text: string): void => {
     const first = text.indexOf('|');
     const second = first === -1 ? -1 : text.indexOf('|', first + 1);
@@ -409,7 +422,11 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       if (waiter !== undefined && ++waiter.heard >= waiter.expected) waiter.done();
     } else if (kind === EVICT_KEY) {
       counters.busEvictions++;
-      const applied = evictLocal(text.slice(second + 1));
+      const key = text.slice(second + 1);
+      // A change that waits for acknowledgements (invalidate, delete, setValue; not a fill's write)
+      // also stops this process's fill or read of the key in flight from answering later callers.
+      if (dot !== -1) supersedeHere((state) => supersede(state, key));
+      const applied = evictLocal(key);
       if (dot !== -1) acknowledge(sender, applied);
     } else if (kind === INVALIDATE_TAGS) {
       const tags = text
@@ -420,6 +437,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       if (tags.length === 0) return;
       // One per message, as for a key: what the other replicas' changes cost this one.
       counters.busEvictions++;
+      supersedeHere((state) => supersedeTagged(state, new Set(tags)));
       const applied = invalidateLocalTags(tags);
       if (dot !== -1) acknowledge(sender, applied);
     }
@@ -717,5 +735,6 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     enumerable: false,
   });
   localTiers.set(local, claim);
+  self = cache;
   return cache;
 }

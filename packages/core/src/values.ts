@@ -47,8 +47,11 @@ function checkOptionsBag(options: unknown, known: ReadonlySet<string>): void {
   if (options !== undefined) checkKnownKeys(options, known, 'options');
 }
 
-/** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
-function supersede(state: CacheState, key: string): void {
+/**
+ * Stops any fill in flight for `key` from being written or joined: the value changed under it (here,
+ * or on another replica: a tiered cache calls this when the bus tells it).
+ */
+export function supersede(state: CacheState, key: string): void {
   // A read already in flight may predate this change: later callers must read afresh.
   state.reads.delete(key);
   // ...and an entry read before it must not come back as a fail-safe fallback.

@@ -152,6 +152,9 @@ export interface RemoteCache extends Cache {
   /** Read results wait for `releaseReads()` while true. */
   holdReads: boolean;
   releaseReads(): void;
+  /** Writes wait for `releaseWrites()` (and land then) while true: a write on its way. */
+  holdWrites: boolean;
+  releaseWrites(): void;
 }
 
 export interface RemoteCacheOptions {
@@ -169,6 +172,7 @@ export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}
   const log = options.log ?? [];
   const calls = { get: 0, set: 0, delete: 0, publish: 0, tags: 0 };
   const waiting: (() => void)[] = [];
+  const writing: (() => void)[] = [];
   const check = (): void => {
     if (store.down) throw new Error('remote down');
   };
@@ -180,6 +184,11 @@ export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}
     releaseReads() {
       this.holdReads = false;
       for (const go of waiting.splice(0)) go();
+    },
+    holdWrites: false,
+    releaseWrites() {
+      this.holdWrites = false;
+      for (const go of writing.splice(0)) go();
     },
     async get(key) {
       calls.get++;
@@ -195,6 +204,7 @@ export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}
       calls.set++;
       log.push(`remote.set ${key}`);
       check();
+      if (cache.holdWrites) await new Promise<void>((resolve) => writing.push(resolve));
       return store.write(key, entry, ttl, direct);
     },
     async delete(key) {

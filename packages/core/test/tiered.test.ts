@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  type Cache,
   type CacheEntry,
   configure,
   createTieredCache,
@@ -561,6 +562,57 @@ describe('the invalidation bus', () => {
       vi.advanceTimersByTime(1);
     }
   });
+
+  // What another replica's call changes, as a list: each replica pair starts afresh.
+  const changes = [
+    { name: 'invalidate', run: (cache: Cache) => invalidate(cache, 'k') },
+    { name: 'invalidateTag', run: (cache: Cache) => invalidateTag(cache, 'group') },
+    {
+      name: 'setValue',
+      run: (cache: Cache) => setValue(cache, 'k', 'new', { ttl: 60_000, tags: ['group'] }),
+    },
+  ];
+  const tagged = { ttl: 60_000, tags: ['group'] };
+
+  it.each(changes)(
+    "after $name on one replica, the other's fill that answered but is still writing answers no later caller",
+    async ({ run }) => {
+      const store = new RemoteStore();
+      store.countsReceivers = true;
+      const [a, b] = [replica(store, { tags: true }), replica(store, { tags: true })];
+      b.remote.holdWrites = true;
+      expect(await getOrComputeWith(b.cache, 'k', tagged, () => 'old')).toBe('old');
+      expect(inFlightCount(b.cache)).toBe(1); // its write is on its way
+      vi.advanceTimersByTime(1);
+      await run(a.cache);
+      vi.advanceTimersByTime(1); // a fill of the invalidation's millisecond counts as before it
+      expect(await getOrComputeWith(b.cache, 'k', tagged, () => 'new')).toBe('new');
+      b.remote.releaseWrites();
+      await settled(b.cache);
+      expect(await getValue(b.cache, 'k')).toBe('new');
+      expect(await getValue(a.cache, 'k')).toBe('new');
+    },
+  );
+
+  it.each(changes)(
+    "after $name on one replica, the other's read in flight (begun before it) answers no later caller",
+    async ({ run }) => {
+      const store = new RemoteStore();
+      store.countsReceivers = true;
+      const [a, b] = [replica(store, { tags: true }), replica(store, { tags: true })];
+      await setValue(a.cache, 'k', 'old', tagged);
+      vi.advanceTimersByTime(1);
+      b.remote.holdReads = true; // the remote has answered 'old'; the answer is on its way
+      const before = getOrComputeWith(b.cache, 'k', tagged, () => 'unused');
+      await flush();
+      await run(a.cache);
+      const after = getOrComputeWith(b.cache, 'k', tagged, () => 'new');
+      await flush();
+      b.remote.releaseReads();
+      expect(await before).toBe('old'); // it began before the change
+      expect(await after).toBe('new');
+    },
+  );
 
   it('waits for a replica that does not answer (an older version) BUS_ACK_TIMEOUT_MS at most; a fill never', async () => {
     const store = new RemoteStore();
