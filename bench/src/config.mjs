@@ -61,7 +61,7 @@ export const config = {
     freshHits: int('BENCH_SWR_FRESH_HITS', 100_000),
     callers: int('BENCH_SWR_CALLERS', 1_000),
     ttlMs: 1_000,
-    graceMs: 5_000,
+    graceMs: int('BENCH_SWR_GRACE_MS', 5_000),
   },
   shutdown: { rounds: int('BENCH_SHUTDOWN_ROUNDS', 5), callers: int('BENCH_SHUTDOWN_CALLERS', 20) },
   tiered: { rounds: int('BENCH_TIERED_ROUNDS', 50), processes: int('BENCH_TIERED_PROCESSES', 4) },

@@ -55,11 +55,20 @@ async function serveFreshHits(instance, count, burst) {
  * library allocates more once its continuations run), after `warmCalls` calls of the same kind. The
  * least, because V8 may recompile a path mid-measurement (here when the coarse clock's thread
  * starts), and a run of code not yet recompiled allocates every intermediate number. A run a
- * garbage collection interrupted is not counted; `undefined` if none ran through.
+ * garbage collection interrupted is not counted, nor one that ended past `deadline` (a
+ * `performance.now()` time); `undefined` if none ran through.
  */
-async function heapPerCall(instance, key, fill, calls, warmCalls = 50_000, samples = 20) {
+async function heapPerCall(
+  instance,
+  key,
+  fill,
+  calls,
+  deadline = Number.POSITIVE_INFINITY,
+  warmCalls = 50_000,
+  samples = 20,
+) {
   const promises = new Array(calls);
-  for (let done = 0; done < warmCalls; done += calls) {
+  for (let done = 0; done < warmCalls && performance.now() < deadline; done += calls) {
     for (let i = 0; i < calls; i++) promises[i] = instance.get(key, fill);
     await Promise.all(promises);
   }
@@ -68,6 +77,8 @@ async function heapPerCall(instance, key, fill, calls, warmCalls = 50_000, sampl
     const before = youngBytes();
     for (let i = 0; i < calls; i++) promises[i] = instance.get(key, fill);
     const allocated = youngBytes() - before;
+    // A run that ended past the deadline may have read something else (see measureHeap).
+    if (performance.now() >= deadline) break;
     if (allocated >= 0 && !(allocated >= least)) least = allocated;
     await Promise.all(promises);
   }
@@ -82,7 +93,7 @@ const youngBytes = () =>
  * after the rounds. Allocation is what a burst pays beyond its instructions: the young
  * generation's pages, and the collections that empty it.
  */
-async function measureHeap(contenders, callers, ttlMs) {
+async function measureHeap(contenders, callers, ttlMs, graceMs) {
   const fresh = () => ({ version: 0 });
   for (const c of contenders) {
     const startedAt = performance.now();
@@ -91,6 +102,7 @@ async function measureHeap(contenders, callers, ttlMs) {
     // miss). The refresh lasts until every read is made, so all of them are stale reads.
     if (c.results.some(({ stale }) => stale > 0)) {
       const key = 'swr:heap';
+      const writtenAt = performance.now();
       await c.instance.get(key, fresh);
       await sleep(ttlMs + 150);
       let release;
@@ -101,7 +113,14 @@ async function measureHeap(contenders, callers, ttlMs) {
         await refreshed;
         return { version: 1 };
       };
-      c.heap.stale = await heapPerCall(c.instance, key, refresh, callers);
+      // Past its grace the entry is a miss, and a miss waits for the held refresh: a slow library
+      // on a loaded machine would then wait forever (the process exits with code 13, an unsettled
+      // top-level await). The measurement stops short of the grace's end, and the refresh is
+      // released then whatever happens.
+      const deadline = writtenAt + ttlMs + graceMs - 500;
+      const safety = setTimeout(release, Math.max(0, deadline - performance.now()));
+      c.heap.stale = await heapPerCall(c.instance, key, refresh, callers, deadline);
+      clearTimeout(safety);
       release();
     }
     progress(`swr: heap of ${c.peer.id} measured in ${ms(performance.now() - startedAt)}`);
@@ -133,7 +152,7 @@ export async function swrScenario(peers) {
     }
     progress(round < 0 ? 'swr: warm-up round done' : `swr: round ${round + 1}/${rounds} done`);
   }
-  await measureHeap(live, callers, ttlMs);
+  await measureHeap(live, callers, ttlMs, graceMs);
   const rows = contenders.map(({ peer, results, heap }) => {
     if (peer.swr === undefined) return [peer.label, 'n/a', 'n/a', 'n/a', 'n/a', 'n/a', 'n/a', 'n/a', 'n/a'];
     const p99 = median(results.map((r) => r.p99));
