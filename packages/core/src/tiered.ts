@@ -19,7 +19,7 @@ import { type CacheState, existingState } from './registry.js';
 import { LOCAL_TIER_KEY, STATE_KEY, shared } from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
 import { supersedeTagged } from './tags.js';
-import { supersede } from './values.js';
+import { supersedeFlights } from './values.js';
 
 /** Options of {@link createTieredCache}. */
 export interface TieredCacheOptions {
@@ -425,7 +425,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       const key = text.slice(second + 1);
       // A change that waits for acknowledgements (invalidate, delete, setValue; not a fill's write)
       // also stops this process's fill or read of the key in flight from answering later callers.
-      if (dot !== -1) supersedeHere((state) => supersede(state, key));
+      if (dot !== -1) supersedeHere((state) => supersedeFlights(state, key));
       const applied = evictLocal(key);
       if (dot !== -1) acknowledge(sender, applied);
     } else if (kind === INVALIDATE_TAGS) {

@@ -47,15 +47,22 @@ function checkOptionsBag(options: unknown, known: ReadonlySet<string>): void {
   if (options !== undefined) checkKnownKeys(options, known, 'options');
 }
 
+/** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
+function supersede(state: CacheState, key: string): void {
+  // ...and an entry read before now must not come back as a fail-safe fallback.
+  recordInvalidation(state, key);
+  supersedeFlights(state, key);
+}
+
 /**
- * Stops any fill in flight for `key` from being written or joined: the value changed under it (here,
- * or on another replica: a tiered cache calls this when the bus tells it).
+ * {@link supersede} without the fail-safe record: for a change another replica made (a tiered cache
+ * calls it when the bus tells it), which this replica hears some time after it was made, so that
+ * its own clock would date the change too late (the very value another replica's `setValue` wrote
+ * would be refused as a fallback). A fallback is confirmed by a fresh read before it answers anyway.
  */
-export function supersede(state: CacheState, key: string): void {
+export function supersedeFlights(state: CacheState, key: string): void {
   // A read already in flight may predate this change: later callers must read afresh.
   state.reads.delete(key);
-  // ...and an entry read before it must not come back as a fail-safe fallback.
-  recordInvalidation(state, key);
   const flight = state.flights.get(key);
   if (flight !== undefined) {
     flight.invalidated = true;

@@ -693,4 +693,33 @@ describe('fail-safe through a tiered cache', () => {
     expect(await getOrComputeWith(a.cache, 'k', options, failing)).toBe('v2');
     expect(failing).toHaveBeenCalledTimes(1);
   });
+
+  it("another replica's setValue, heard a moment after it was made, is a previous value there too", async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    const options = {
+      ttl: 1_000,
+      staleWhileRevalidate: 10_000,
+      failSafe: { maxStale: '1h', throttle: 5_000 },
+    } as const;
+    expect(await getOrComputeWith(b.cache, 'k', options, () => 'old')).toBe('old');
+    await settled(b.cache);
+    store.hold = true; // the bus message takes a few milliseconds
+    await setValue(a.cache, 'k', 'new', { ttl: 1_000, staleWhileRevalidate: 10_000 });
+    vi.advanceTimersByTime(5);
+    store.release();
+    expect(await getOrComputeWith(b.cache, 'k', options, () => 'unused')).toBe('new');
+    await vi.advanceTimersByTimeAsync(1_500); // stale: read during a refresh that fails
+    const failing = vi.fn(() => {
+      throw new Error('database down');
+    });
+    expect(await getOrComputeWith(b.cache, 'k', options, failing)).toBe('new');
+    await settled(b.cache);
+    expect(failing).toHaveBeenCalledTimes(1);
+    // The failed refresh re-armed a's value for `throttle`, as it would have b's own.
+    expect(b.counters()?.failSafeActivations).toBe(1);
+    expect(await getOrComputeWith(b.cache, 'k', options, failing)).toBe('new');
+    expect(failing).toHaveBeenCalledTimes(1);
+  });
 });
