@@ -33,6 +33,27 @@ describe('abort signals', () => {
     expect(cache.backend.read('k')?.value).toBe('shared');
   });
 
+  it('a fill that reads its signal only after every caller left finds it aborted, with the reason', async () => {
+    const cache = testCache();
+    const gate = deferred<void>();
+    let context: { readonly signal: AbortSignal } | undefined;
+    const caller = new AbortController();
+    const left = settle(
+      getOrComputeWith(cache, 'k', { signal: caller.signal }, async (ctx) => {
+        context = ctx;
+        await gate.promise;
+        return 'late';
+      }),
+    );
+    caller.abort(new Error('gone'));
+    expect((await left).ok).toBe(false);
+    const signal = context?.signal;
+    expect(signal?.aborted).toBe(true);
+    expect(signal?.reason).toBeInstanceOf(Error);
+    expect(context?.signal).toBe(signal); // one signal, however often it is read
+    gate.resolve();
+  });
+
   it("the fill's signal aborts only when every caller has aborted, and the result is then not written", async () => {
     const cache = testCache();
     const gate = deferred<string>();
