@@ -4,6 +4,7 @@ import {
   getOrComputeWith,
   onStampedeEvent,
   statsByCache,
+  whenIdle,
 } from '@stampede/core';
 import { decodeEnvelope, encodeEnvelope } from '@stampede/core/adapter';
 import { createRedisCache, type RedisCache, redisKeys } from '@stampede/redis';
@@ -103,7 +104,9 @@ describe('envelope decoder fuzzed through the Redis adapter', () => {
         const mine = events.slice(eventsBefore).filter((event) => event.key === key);
         expect(mine.length).toBeGreaterThanOrEqual(1);
         for (const event of mine) expect(['decode', 'get']).toContain(event.operation);
-        // The fill's value replaced the garbage.
+        // The fill's value replaced the garbage (read once the write has landed: until then the
+        // next call would join the fill and get its value whatever Redis holds).
+        await whenIdle(cache);
         expect(await getOrCompute(cache, key, 60_000, () => 'second fill')).toBe('filled');
       }),
       { numRuns: RUNS },

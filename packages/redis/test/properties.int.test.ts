@@ -43,6 +43,9 @@ const target: ScheduleTarget<RedisCache> = {
   // estimates to within the fastest round trip it has measured (re-measured within 250 ms while that
   // is over 10 ms, as on a loaded machine): a value produced that close to a write may go either way.
   orderingSlackMs: 25,
+  // Plain Redis caches: another replica's invalidation does not reach this process, so a caller here
+  // may still join this replica's fill that answered while its write is on its way (README, fail-safe).
+  joinsWritingFlights: true,
   replicas(count, variant) {
     run++;
     const caches = clients.slice(0, count).map((client, index) =>

@@ -105,6 +105,13 @@ export interface ScheduleTarget<C> {
    * clock, which each replica knows only to within a round trip. @default 0
    */
   readonly orderingSlackMs?: number;
+  /**
+   * Whether a caller may join a fill of its own replica that has answered its callers but whose
+   * write is still on its way, even after another replica's write resolved: true for a plain remote
+   * cache (nothing tells this process of the other replica's change; the core documents that
+   * window), false where every change reaches every replica before it resolves. @default false
+   */
+  readonly joinsWritingFlights?: boolean;
   /** Creates `count` replicas over one fresh backend; `variant` picks adapter options (async reads...). */
   replicas(count: number, variant: number): Promise<ScheduleReplicas<C>> | ScheduleReplicas<C>;
   /** Called before each schedule (fake timers on), and after it (`done`). */
@@ -267,8 +274,13 @@ interface Produced {
   /** When the fill function was called, or the setValue started (step order, and `Date.now()`). */
   readonly at: number;
   readonly date: number;
-  /** When a caller first received it: from then on its flight has ended. */
+  /**
+   * When a caller first received it. From then on its flight has ended, unless its write is still
+   * on its way (see `ScheduleTarget.joinsWritingFlights`).
+   */
   deliveredAt: number | undefined;
+  /** The replica whose fill produced it (`undefined` for a setValue's value). */
+  readonly replica: number | undefined;
   /** Written with the key's tags (by getOrComputeWith or setValue on a tags target). */
   readonly tagged: boolean;
 }
@@ -417,7 +429,14 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
         else if (step.kind === 'delete') await during(replicas.remove(cache, step.key));
         else {
           const value = `${step.key}#set${nextId++}`;
-          produced.set(value, { key: step.key, at: startedAt, date, deliveredAt: undefined, tagged: tags });
+          produced.set(value, {
+            key: step.key,
+            at: startedAt,
+            date,
+            deliveredAt: undefined,
+            tagged: tags,
+            replica: undefined,
+          });
           const ttl = step.ttl === undefined ? {} : { ttl: step.ttl };
           await during(api.setValue(cache, step.key, value, tags ? { ...ttl, tags: tagsOf(step.key) } : ttl));
         }
@@ -445,6 +464,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     if (step.failSafe) (failSafeSeen[step.replica] as { a: boolean; b: boolean })[step.key] = true;
     const startedAt = tick();
     const { key, replica } = step;
+    // A fill of this replica still registered (writing, on a remote cache) may answer this call.
+    const joinable = target.joinsWritingFlights === true && api.inFlightCount(cache) !== 0;
     const lives = live[replica]?.[key] as Set<number>;
     const eras = era[replica] as { a: number; b: number };
     const startEra = eras[key];
@@ -456,7 +477,7 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
     const fill = (context?: FillInfo): Promise<string> => {
       const id = nextId++;
       const value = `${key}#${id}`;
-      produced.set(value, { key, at: tick(), date: Date.now(), deliveredAt: undefined, tagged });
+      produced.set(value, { key, at: tick(), date: Date.now(), deliveredAt: undefined, tagged, replica });
       if (tagged) taggedFills.add(id);
       if (startEra === eras[key] && (!tagged || startTagEra === tagEras[key])) {
         lives.add(id);
@@ -515,7 +536,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             // An older value after a newer write: on the writer's replica, whatever its source
             // (invalidate and setValue supersede the fills in flight there); on any replica, when the
             // value's flight had already ended, so it can only have come from the store. (Another
-            // replica's fill in flight still answers the callers that join it there.) With fail-safe
+            // replica's fill in flight still answers the callers that join it there, and on a plain
+            // remote cache so does one that answered and is still writing, see joinsWritingFlights.) With fail-safe
             // a value delivered before can also be such a fill's answer (its fallback, read before
             // the write, after a soft timeout; another replica's write cannot reach it), so once a
             // fail-safe call of the key was made on this replica only the writer's replica is
@@ -524,7 +546,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             const fromStore =
               !(step.failSafe || failSafeBefore) &&
               origin.deliveredAt !== undefined &&
-              origin.deliveredAt < startedAt;
+              origin.deliveredAt < startedAt &&
+              !(joinable && origin.replica === replica);
             if (sameReplica || fromStore) {
               failures.push(
                 `a caller of '${key}' on replica ${replica} that started after ${write.kind} on replica ${write.replica} resolved got ${String(value)}, produced before it`,
