@@ -1,5 +1,6 @@
 import * as core from '@stampede/core';
-import { randomPrefix, testRedis } from '@stampede/test-support';
+import { createMemoryCache } from '@stampede/memory';
+import { randomPrefix, testRedis, waitFor } from '@stampede/test-support';
 import { runSchedule, type ScheduleTarget, scheduleArbitrary } from '@stampede/test-support/schedules';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
@@ -80,6 +81,66 @@ describe('replicas on Redis with tags, under random schedules', () => {
     const tagged = { ...target, tags: true };
     await fc.assert(
       fc.asyncProperty(scheduleArbitrary(tagged, 25), (schedule) => runSchedule(tagged, schedule)),
+      { numRuns: 25, endOnFailure: true },
+    );
+  }, 300_000);
+});
+
+// The same replicas behind tiered caches (a memory L1 each, kept coherent by the Redis bus). A
+// write resolves once every other replica has applied it, fills and shared reads in flight there
+// included, so the strict check holds: no caller that starts after a write resolved gets an older
+// value, even from its own replica's fill that is still writing.
+const tieredTarget: ScheduleTarget<core.TieredCache> = {
+  ...(target as unknown as ScheduleTarget<core.TieredCache>),
+  tags: true,
+  joinsWritingFlights: false,
+  writesReachEveryReplica: true,
+  async replicas(count, variant) {
+    run++;
+    const remotes = clients.slice(0, count).map((client, index) =>
+      createRedisCache({
+        client,
+        prefix: `${prefix}${run}:`,
+        name: `redis-tiered-schedule-${run}-${index}-l2`,
+        pushWakeUp: (variant & 2) === 2,
+      }),
+    );
+    const caches = remotes.map((remote, index) =>
+      core.createTieredCache({
+        local: createMemoryCache({ name: `redis-tiered-schedule-${run}-${index}-l1` }),
+        remote,
+        name: `redis-tiered-schedule-${run}-${index}`,
+      }),
+    );
+    // Every replica hears the bus before the schedule starts (a message sent earlier reaches no one).
+    const heard = () => caches.map((cache) => core.statsByCache()[cache.name as string]?.busEvictions ?? 0);
+    await waitFor(
+      async () => {
+        const before = heard();
+        for (const cache of caches) await core.setValue(cache, '__bus_probe', 1, { ttl: 1_000 });
+        const after = heard();
+        return after.every((count, index) => count - (before[index] ?? 0) >= caches.length - 1);
+      },
+      { message: 'every tiered replica to hear the others on the bus' },
+    );
+    return {
+      caches,
+      names: caches.map((cache) => cache.name as string),
+      remove: (cache, key) => cache.delete(key),
+      close: async () => {
+        await Promise.all(caches.map((cache) => cache.close()));
+        await Promise.all(remotes.map((remote) => remote.close()));
+      },
+    };
+  },
+};
+
+describe('tiered replicas (memory L1 on Redis) with tags, under random schedules', () => {
+  it('never serve a value older than a write or tag invalidation that resolved before the call', async () => {
+    await fc.assert(
+      fc.asyncProperty(scheduleArbitrary(tieredTarget, 25), (schedule) =>
+        runSchedule(tieredTarget, schedule),
+      ),
       { numRuns: 25, endOnFailure: true },
     );
   }, 300_000);

@@ -112,6 +112,13 @@ export interface ScheduleTarget<C> {
    * window), false where every change reaches every replica before it resolves. @default false
    */
   readonly joinsWritingFlights?: boolean;
+  /**
+   * Whether a write reaches every replica before it resolves, superseding the fills and reads in
+   * flight there as on the writer's (tiered caches on a bus that acknowledges). Then another
+   * replica's fill may run beside one a write superseded, and no replica may answer a caller that
+   * started after a write with an older value, whatever its source. @default false
+   */
+  readonly writesReachEveryReplica?: boolean;
   /** Creates `count` replicas over one fresh backend; `variant` picks adapter options (async reads...). */
   replicas(count: number, variant: number): Promise<ScheduleReplicas<C>> | ScheduleReplicas<C>;
   /** Called before each schedule (fake timers on), and after it (`done`). */
@@ -410,15 +417,20 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
       const startedAt = tick();
       const date = Date.now();
       const affected: readonly Key[] = step.kind === 'tag' && step.all === true ? ['a', 'b'] : [step.key];
-      if (step.kind === 'tag') {
-        for (const key of affected) {
-          const lives = live[step.replica]?.[key] as Set<number>;
-          for (const id of lives) if (taggedFills.has(id)) lives.delete(id);
-          (tagEra[step.replica] as { a: number; b: number })[key]++;
+      // The replicas whose fills in flight the write supersedes. A `delete` goes to the store alone
+      // (not through the core), so it supersedes nothing on its own replica.
+      for (let reached = 0; reached < caches.length; reached++) {
+        if (reached !== step.replica && target.writesReachEveryReplica !== true) continue;
+        if (step.kind === 'tag') {
+          for (const key of affected) {
+            const lives = live[reached]?.[key] as Set<number>;
+            for (const id of lives) if (taggedFills.has(id)) lives.delete(id);
+            (tagEra[reached] as { a: number; b: number })[key]++;
+          }
+        } else if (step.kind !== 'delete' || reached !== step.replica) {
+          live[reached]?.[step.key].clear();
+          (era[reached] as { a: number; b: number })[step.key]++;
         }
-      } else if (step.kind !== 'delete') {
-        live[step.replica]?.[step.key].clear();
-        (era[step.replica] as { a: number; b: number })[step.key]++;
       }
       try {
         if (step.kind === 'tag') {
@@ -542,7 +554,8 @@ async function runSteps<C>(target: ScheduleTarget<C>, schedule: Schedule, replic
             // the write, after a soft timeout; another replica's write cannot reach it), so once a
             // fail-safe call of the key was made on this replica only the writer's replica is
             // checked here; the store itself is checked at the end.
-            const sameReplica = write.replica === replica && write.kind !== 'delete';
+            const sameReplica =
+              write.replica === replica ? write.kind !== 'delete' : target.writesReachEveryReplica === true;
             const fromStore =
               !(step.failSafe || failSafeBefore) &&
               origin.deliveredAt !== undefined &&
