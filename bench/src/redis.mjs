@@ -99,6 +99,16 @@ export function countSentCommands() {
 }
 
 /**
+ * Whether a command is stampede's background measurement of the server clock: a script without keys
+ * (`EVALSHA`/`EVAL` with 0 keys; stampede's other scripts all name their keys). A read starts one now
+ * and then (every 10 s, every 250 ms while the last measurement was slow) and no call awaits it, so a
+ * count of a call's round trips leaves it out.
+ */
+export function isClockScript(name, command) {
+  return (name === 'evalsha' || name === 'eval') && Number(command?.args?.[1]) === 0;
+}
+
+/**
  * Runs `create` and returns what it made with the set of ioredis clients constructed meanwhile
  * (each connects in its constructor), so the commands of one instance can be told from another's.
  */

@@ -12,6 +12,7 @@ import {
   connect,
   countSentCommands,
   createOwned,
+  isClockScript,
   randomPrefix,
 } from '../redis.mjs';
 import { progress, sleep, table } from '../stats.mjs';
@@ -60,9 +61,7 @@ async function race(sent, subscribers, holder, loser, key) {
   const unwatch = sent.watch((client, name, command) => {
     if (!counting || !loser.owned.has(client) || subscribers.has(client) || SUBSCRIBER_COMMANDS.has(name))
       return;
-    // A script without keys is stampede's server-clock measurement (TIME), started in the background
-    // now and then and awaited by no call.
-    if (name === 'evalsha' && Number(command?.args?.[1]) === 0) return;
+    if (isClockScript(name, command)) return;
     tally[name] = (tally[name] ?? 0) + 1;
   });
   let loserFilled = false;

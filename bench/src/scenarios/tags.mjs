@@ -9,7 +9,7 @@ import { memoryDriver } from 'bentocache/drivers/memory';
 import { redisDriver } from 'bentocache/drivers/redis';
 import { config } from '../config.mjs';
 import { miss } from '../peers/miss.mjs';
-import { cleanPrefix, connect, countSentCommands, randomPrefix } from '../redis.mjs';
+import { cleanPrefix, connect, countSentCommands, isClockScript, randomPrefix } from '../redis.mjs';
 import { median, ms, ns, progress, ratio, table } from '../stats.mjs';
 
 const TTL = 300_000;
@@ -30,6 +30,10 @@ function bentoCase(bento, tags) {
     hit: (key) => bento.getOrSet({ key, factory: miss, ...options }),
   };
 }
+
+// Commands per hit to 2 places, or to 4 where 2 would round a stray command away (1.0005 printed as
+// 1.00 beside a missed target of <= 1.0001).
+const perHit = (x) => (Math.abs(x * 100 - Math.round(x * 100)) < 1e-9 ? x.toFixed(2) : x.toFixed(4));
 
 async function timeHits(c, keys, n) {
   const t0 = process.hrtime.bigint();
@@ -86,14 +90,23 @@ export async function tagsScenario({ url }) {
       for (const k of cases) {
         const n = k.remote ? 2_000 : 50_000;
         const counter = k.remote ? countSentCommands() : undefined;
+        // A read may start stampede's background server-clock measurement (a keyless script, every
+        // 10 s, or every 250 ms after a slow one, as on a loaded machine); no hit awaits it, so it is
+        // no hit's round trip. Counted with it, a sample that happened to span one read 1.0005
+        // commands per hit (printed as 1.00) and missed the target.
+        let clockSyncs = 0;
+        counter?.watch((_client, name, command) => {
+          if (isClockScript(name, command)) clockSyncs++;
+        });
         const { nsPerOp, misses } = await timeHits(k.c, k.keys, n);
         counter?.stop();
         if (round < 0) continue;
         k.samples.push(nsPerOp);
         k.misses += misses;
         if (counter !== undefined) {
-          const sent = Object.values(counter.counts).reduce((a, b) => a + b, 0);
+          const sent = Object.values(counter.counts).reduce((a, b) => a + b, 0) - clockSyncs;
           k.commandsPerHit = Math.max(k.commandsPerHit ?? 0, sent / n);
+          k.clockSyncs = (k.clockSyncs ?? 0) + clockSyncs;
         }
       }
       if (round >= 0) progress(`tags: hit round ${round + 1}/${rounds} done`);
@@ -104,7 +117,9 @@ export async function tagsScenario({ url }) {
         k.misses > 0 ? `${k.label} (**${k.misses} calls were not hits**)` : k.label,
         ns(median(k.samples)),
         ratio(median(k.samples) / median(base.samples)),
-        k.remote ? k.commandsPerHit.toFixed(2) : '0 (no I/O)',
+        k.remote
+          ? `${perHit(k.commandsPerHit)}${k.clockSyncs > 0 ? ` (${k.clockSyncs} clock measurements left out)` : ''}`
+          : '0 (no I/O)',
       ];
     });
     markdown.push(
@@ -122,7 +137,7 @@ export async function tagsScenario({ url }) {
     targets.push({
       name: 'a tagged Redis hit costs one round trip (not 1 + tags)',
       met: tagged.commandsPerHit <= 1.0001,
-      detail: `${tagged.commandsPerHit.toFixed(2)} commands per hit with 3 tags`,
+      detail: `${perHit(tagged.commandsPerHit)} commands per hit with 3 tags`,
     });
 
     // (b) invalidateTag on a tag carried by `entries` entries vs by 100
