@@ -34,7 +34,7 @@ async function go({ variant, key, durationMs, intervalMs, fillMs }) {
     const ended = now();
     // [start, end, ms from the draw to the expiry of the value it replaces (or -1: not a draw's)]
     fills.push([started, ended, fromDraw ? draw.remainingMs : -1]);
-    return { filledAt: ended };
+    return { filledAt: ended, fillStarted: started };
   };
   const reads = [];
   const pending = [];
@@ -43,8 +43,8 @@ async function go({ variant, key, durationMs, intervalMs, fillMs }) {
     const start = now();
     pending.push(
       instance.get(key, fill).then(
-        (value) => reads.push([start, now() - start, value?.filledAt ?? 0]),
-        () => reads.push([start, now() - start, -1]),
+        (value) => reads.push([start, now() - start, value?.filledAt ?? 0, value?.fillStarted ?? 0]),
+        () => reads.push([start, now() - start, -1, 0]),
       ),
     );
     await sleep(intervalMs);
