@@ -453,6 +453,14 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     // reconnection counts as a recovery.
     clearLocal();
     if (!recovery) return;
+    // Likewise this process's fills and shared reads in flight: a change missed meanwhile may
+    // postdate them (which keys it touched is unknown). They answer no caller arriving from now on;
+    // their writes still go out, and the remote refuses one older than a delete, a tag invalidation
+    // or a newer entry.
+    supersedeHere((state) => {
+      state.reads.clear();
+      for (const flight of [...state.flights.values()]) flight.detach();
+    });
     counters.busRecoveries++;
     if (hasListeners()) emit({ type: 'bus-recovery', cache: name });
   };

@@ -595,6 +595,29 @@ describe('the invalidation bus', () => {
   );
 
   it.each(changes)(
+    "after $name on one replica while the other's bus was down, nothing in flight there from before answers a caller once it is back",
+    async ({ run }) => {
+      const store = new RemoteStore();
+      const [a, b] = [replica(store, { tags: true }), replica(store, { tags: true })];
+      b.remote.holdWrites = true;
+      expect(await getOrComputeWith(b.cache, 'k', tagged, () => 'old')).toBe('old');
+      expect(inFlightCount(b.cache)).toBe(1); // its write is on its way
+      store.disconnect();
+      store.hold = true; // messages sent now are lost
+      vi.advanceTimersByTime(1);
+      await run(a.cache);
+      store.held.splice(0);
+      store.hold = false;
+      store.reconnect(); // b missed the change: it cannot tell which keys it touched
+      vi.advanceTimersByTime(1);
+      expect(await getOrComputeWith(b.cache, 'k', tagged, () => 'new')).toBe('new');
+      b.remote.releaseWrites();
+      await settled(b.cache);
+      expect(await getValue(b.cache, 'k')).toBe('new');
+    },
+  );
+
+  it.each(changes)(
     "after $name on one replica, the other's read in flight (begun before it) answers no later caller",
     async ({ run }) => {
       const store = new RemoteStore();
