@@ -1,4 +1,5 @@
 import { abortReason, onAbort } from './abort.js';
+import type { CacheEntry } from './cache.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { type FillFrame, isolatedRequests } from './shared.js';
@@ -165,6 +166,13 @@ export class Flight {
    * the fill lock is released only after it has landed, so a replica waiting for the lock finds it.
    */
   rearming: Promise<void> | undefined = undefined;
+  /**
+   * Set by a stale-while-revalidate refresh of a process-local cache (`Cache.processLocal`): the
+   * stale entry it started from, which the key's stale readers are served while the flight stays
+   * registered, without a read of the cache (see `staleDuringRefresh`). Every local change of the
+   * key detaches the flight; `undefined` elsewhere.
+   */
+  stale: CacheEntry | undefined = undefined;
 
   /** Where the flight is registered; `detach` removes it only if it is still the key's flight. */
   private readonly registry: Map<string, Flight>;

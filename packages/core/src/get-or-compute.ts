@@ -23,6 +23,7 @@ import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
 import { shared } from './shared.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 import { reportWarning } from './stats.js';
+import { carriesAll } from './tags.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
 export function checkKey(key: unknown): asserts key is string {
@@ -233,9 +234,16 @@ export function getOrComputeWith<T>(
     state.counters.abortedReads++;
     return Promise.reject(abortReason(signal));
   }
-  if (state.flights.size !== 0 && resolved.grace === 0) {
+  if (state.flights.size !== 0) {
     const flight = state.flights.get(key);
-    if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
+    if (flight !== undefined) {
+      if (!flight.background) {
+        if (resolved.grace === 0) return coalesce(state, flight, resolved) as Promise<T>;
+      } else if (flight.stale !== undefined && resolved.grace > 0 && resolved.check === undefined) {
+        const answer = staleDuringRefresh(state, flight.stale);
+        if (answer !== undefined) return answer as Promise<T>;
+      }
+    }
   }
   const shared = sharedRead(state, key);
   const check = resolved.check;
@@ -290,6 +298,23 @@ function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): 
     return Promise.reject(selfWaitError(state.name, flight.key));
   }
   return flight.join(options.signal, options.fillTimeout);
+}
+
+/**
+ * A stale read of a process-local cache while its key's refresh runs: the entry the refresh started
+ * from, unless its grace is over (then the caller reads as usual). What the cache holds for the key
+ * is still that entry, or nothing if it was evicted: any local change would have detached the flight.
+ */
+function staleDuringRefresh(state: CacheState, entry: CacheEntry): Promise<unknown> | undefined {
+  const coarse = coarseNow();
+  if (
+    (coarse === Number.POSITIVE_INFINITY || entry.staleUntil - coarse <= COARSE_MARGIN_MS) &&
+    !(Date.now() < entry.staleUntil)
+  ) {
+    return undefined;
+  }
+  state.counters.staleHits++;
+  return settledPromise(entry);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -395,6 +420,7 @@ function refreshInBackground(
   wakeClockThread();
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
+  if (state.cache.processLocal === true && carriesAll(options.tags, stale.tags)) flight.stale = stale;
   handOff(
     state,
     options,

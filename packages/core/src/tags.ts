@@ -33,6 +33,20 @@ function overlaps(a: readonly string[], b: ReadonlySet<string>): boolean {
 }
 
 /**
+ * True when `outer` holds every tag of `inner` (an `undefined` list holds none): an invalidation of
+ * any tag of `inner` then reaches a flight tagged `outer`.
+ */
+export function carriesAll(
+  outer: readonly string[] | undefined,
+  inner: readonly string[] | undefined,
+): boolean {
+  if (inner === undefined) return true;
+  if (outer === undefined) return inner.length === 0;
+  for (const tag of inner) if (!outer.includes(tag)) return false;
+  return true;
+}
+
+/**
  * Stops every fill of this process in flight for a value carrying one of `tags` from being written
  * or joined (its callers still get its result), and makes later callers read afresh. Called for this
  * process's own invalidations, and by a tiered cache for another replica's (heard on the bus).

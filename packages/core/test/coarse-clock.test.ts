@@ -337,6 +337,46 @@ describe('stale-while-revalidate with the coarse clock', () => {
     gate.resolve('new');
   });
 
+  it('a process-local cache: the reads served from its refresh take the thread time too', async () => {
+    await ready();
+    while (Date.now() % 1_000 < 10 || Date.now() % 1_000 > 800) await new Promise((r) => setTimeout(r, 1));
+    const cache = Object.assign(mapCache(), { processLocal: true });
+    cache.entries.set('k', expired('old', 5, 30_000));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    const answers: Promise<unknown>[] = [];
+    const reads = countingClockReads(() => {
+      for (let i = 0; i < 500; i++) answers.push(getOrComputeWith(cache, 'k', SWR, () => 'unused'));
+    });
+    expect(reads).toBeLessThanOrEqual(1);
+    expect(new Set(await Promise.all(answers))).toEqual(new Set(['old']));
+    expect(stats()).toMatchObject({ staleHits: 501, backgroundRefreshes: 1, misses: 0 });
+    gate.resolve('new');
+  });
+
+  it('a process-local cache, near the end of the grace during a refresh: past its staleUntil is a miss', async () => {
+    await ready();
+    const cache = Object.assign(mapCache(), { processLocal: true });
+    // Stale, with 150 ms of grace left when the refresh starts; by the time of the late read the
+    // grace ended about 100 ms ago, which the coarse time (1 to 2 s behind) cannot tell.
+    cache.entries.set('k', expired('old', 30_000, 30_150));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const { control, seconds } = clock;
+    Atomics.store(control, STATE, 99);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+    try {
+      seconds[0] = Math.floor((Date.now() - 1_000) / 1000);
+      const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
+      gate.resolve('new');
+      expect(await late).toBe('new');
+      expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
+    } finally {
+      Atomics.store(control, STATE, RUNNING);
+    }
+  });
+
   it('a refresh wakes a sleeping thread at once', async () => {
     await ready(true);
     const cache = mapCache();

@@ -1,5 +1,15 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { configure, getOrComputeWith, inFlightCount, resetStats, stats } from '../src/index.js';
+import { z } from 'zod';
+import {
+  configure,
+  getOrComputeWith,
+  inFlightCount,
+  invalidate,
+  invalidateTag,
+  resetStats,
+  setValue,
+  stats,
+} from '../src/index.js';
 import { deferred, flush, testCache } from './helpers.js';
 
 const SWR = { ttl: '30s', staleWhileRevalidate: '5m' } as const;
@@ -131,5 +141,111 @@ describe('stale-while-revalidate', () => {
     await getOrComputeWith(cache, 'k', SWR, () => 'old');
     vi.advanceTimersByTime(31_000);
     expect(await getOrComputeWith(cache, 'k', { ttl: '30s' }, () => 'fresh')).toBe('fresh');
+  });
+});
+
+describe('stale reads of a process-local cache while its refresh runs', () => {
+  // Writes 'v1', lets it go stale, and starts a held refresh with one stale read.
+  async function refreshing(cache: ReturnType<typeof testCache>, tags?: string[]) {
+    await getOrComputeWith(cache, 'k', { ...SWR, tags }, () => 'v1');
+    vi.advanceTimersByTime(31_000);
+    const gate = deferred<string>();
+    const refresh = vi.fn(() => gate.promise);
+    expect(await getOrComputeWith(cache, 'k', SWR, refresh)).toBe('v1');
+    expect(refresh).toHaveBeenCalledTimes(1);
+    return { gate, refresh };
+  }
+
+  it('are served the entry the refresh started from, without reading the cache again', async () => {
+    const local = testCache({ processLocal: true });
+    const { gate } = await refreshing(local);
+    const readsBefore = local.calls.get;
+    const fill = vi.fn(() => 'unused');
+    const served = await Promise.all(
+      Array.from({ length: 50 }, () => getOrComputeWith(local, 'k', SWR, fill)),
+    );
+    expect(new Set(served)).toEqual(new Set(['v1']));
+    expect(local.calls.get - readsBefore).toBe(0);
+    expect(fill).not.toHaveBeenCalled();
+    expect(stats()).toMatchObject({ staleHits: 51, backgroundRefreshes: 1 });
+    gate.resolve('v2');
+    await flush();
+    expect(await getOrComputeWith(local, 'k', SWR, fill)).toBe('v2');
+  });
+
+  it('a cache another process may change is read on every stale read', async () => {
+    const shared = testCache();
+    const { gate } = await refreshing(shared);
+    const readsBefore = shared.calls.get;
+    await Promise.all(Array.from({ length: 50 }, () => getOrComputeWith(shared, 'k', SWR, () => 'unused')));
+    expect(shared.calls.get - readsBefore).toBe(50);
+    gate.resolve('v2');
+    await flush();
+  });
+
+  it('after invalidate or setValue of the key, readers no longer get the stale entry', async () => {
+    const local = testCache({ processLocal: true });
+    const first = await refreshing(local);
+    await invalidate(local, 'k');
+    expect(await getOrComputeWith(local, 'k', SWR, () => 'after-invalidate')).toBe('after-invalidate');
+    first.gate.resolve('late');
+    await flush();
+
+    const other = testCache({ processLocal: true });
+    const second = await refreshing(other);
+    await setValue(other, 'k', 'set', SWR);
+    expect(await getOrComputeWith(other, 'k', SWR, () => 'unused')).toBe('set');
+    second.gate.resolve('late');
+    await flush();
+  });
+
+  it('after an invalidation of a tag the stale entry carries and the refresh does not, readers no longer get it', async () => {
+    const local = testCache({ processLocal: true, tags: true });
+    // The stale entry carries 'b'; the refresh (the readers' options) would write 'a'.
+    await getOrComputeWith(local, 'k', { ...SWR, tags: ['b'] }, () => 'v1');
+    vi.advanceTimersByTime(31_000);
+    const gate = deferred<string>();
+    const withA = { ...SWR, tags: ['a'] };
+    expect(await getOrComputeWith(local, 'k', withA, () => gate.promise)).toBe('v1');
+    vi.advanceTimersByTime(1);
+    await invalidateTag(local, 'b');
+    const after = getOrComputeWith(local, 'k', withA, () => 'refilled');
+    gate.resolve('v2');
+    expect(await after).not.toBe('v1');
+    await flush();
+  });
+
+  it('at the exact end of the grace the stale entry is not served: the reader waits for the refresh', async () => {
+    const local = testCache({ processLocal: true });
+    const written = Date.now();
+    const { gate } = await refreshing(local);
+    vi.setSystemTime(written + 30_000 + 300_000 - 1);
+    expect(await getOrComputeWith(local, 'k', SWR, () => 'unused')).toBe('v1');
+    vi.setSystemTime(written + 30_000 + 300_000);
+    const atEnd = getOrComputeWith(local, 'k', SWR, () => 'unused');
+    gate.resolve('v2');
+    expect(await atEnd).toBe('v2');
+  });
+
+  it('a reader without stale-while-revalidate does not get the stale entry: it waits for the refresh', async () => {
+    const local = testCache({ processLocal: true });
+    const { gate } = await refreshing(local);
+    const strict = getOrComputeWith(local, 'k', { ttl: '30s' }, () => 'unused');
+    gate.resolve('v2');
+    expect(await strict).toBe('v2');
+  });
+
+  it('a reader with checkValue still checks the entry', async () => {
+    const local = testCache({ processLocal: true });
+    const { gate } = await refreshing(local);
+    // 'v1' is not a number: the checked reader does not get it, and waits for the refresh.
+    const checked = getOrComputeWith(
+      local,
+      'k',
+      { ...SWR, checkValue: z.union([z.number(), z.literal('v2')]) },
+      () => 2,
+    );
+    gate.resolve('v2');
+    expect(await checked).toBe('v2');
   });
 });

@@ -6,6 +6,14 @@ describeCacheConformance({
   clock: 'fake',
   // One process's memory: no lock, no push, no replica; it answers synchronously and keeps values
   // by reference (no roundTrip).
-  capabilities: { lock: false, extend: false, push: false, sync: true, roundTrip: false, tags: true },
+  capabilities: {
+    lock: false,
+    extend: false,
+    push: false,
+    sync: true,
+    roundTrip: false,
+    tags: true,
+    processLocal: true,
+  },
   create: () => createMemoryCache({ max: 1_000 }),
 });
