@@ -239,13 +239,14 @@ export interface Cache {
    */
   readonly bus?: CacheBus | undefined;
   /**
-   * `true` when nothing but this process's calls through the core changes what the cache holds: an
-   * in-process store such as the memory adapter, never a shared or remote one (nor one whose entries
-   * another process, a bus or a direct call on the adapter may change). The core then serves a key's
-   * stale-while-revalidate readers, while its refresh runs, the entry that refresh started from,
-   * without reading the cache again: every local call that could change that entry (`invalidate`,
-   * `setValue`, `delete`, `invalidateTag`) stops the refresh from answering first, and an entry
-   * evicted meanwhile was still servable stale. @default false
+   * `true` when nothing but this process changes what the cache holds: an in-process store such as
+   * the memory adapter, never a shared or remote one, nor one with a fill lock or a bus. The core
+   * then serves a key's stale-while-revalidate readers, while its refresh runs, the entry that
+   * refresh started from, without reading the cache again: the core's calls that change that entry
+   * (`invalidate`, `setValue`, `invalidateTag(s)`) stop the refresh from answering first, and an
+   * entry evicted meanwhile was still servable stale. A direct call on the adapter (a `delete` that
+   * bypasses the core) does not stop it: readers keep the stale entry until the refresh ends.
+   * @default false
    */
   readonly processLocal?: boolean | undefined;
 }
