@@ -401,6 +401,11 @@ function afterRead(
   return answer;
 }
 
+/** Whether `cache` is the local cache of a tiered cache. */
+function isLocalTier(cache: Cache): boolean {
+  return shared.localTiers?.has(cache) === true;
+}
+
 /** Starts one stale-while-revalidate refresh, within the process-wide cap. */
 function refreshInBackground(
   state: CacheState,
@@ -420,7 +425,10 @@ function refreshInBackground(
   wakeClockThread();
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
-  if (state.cache.processLocal === true && carriesAll(options.tags, stale.tags)) flight.stale = stale;
+  // A local tier of a tiered cache is not process-local, whatever it declares: the tiered cache
+  // changes it on other replicas' word (bus evictions, a reconnection's clear).
+  if (state.cache.processLocal === true && carriesAll(options.tags, stale.tags) && !isLocalTier(state.cache))
+    flight.stale = stale;
   handOff(
     state,
     options,
