@@ -316,43 +316,34 @@ describe('stale-while-revalidate with the coarse clock', () => {
     return reads;
   }
 
-  it('the reads during a refresh take the thread time, also in the second the entry expired in', async () => {
-    await ready();
-    // Early in a second, so that the whole seconds the thread writes are not yet past the expiry.
-    while (Date.now() % 1_000 < 10 || Date.now() % 1_000 > 800) await new Promise((r) => setTimeout(r, 1));
-    const cache = mapCache();
-    cache.entries.set('k', expired('old', 5, 30_000));
-    const entry = cache.entries.get('k') as CacheEntry;
-    expect(coarseNow()).toBeLessThan(entry.freshUntil);
-    const gate = deferred<string>();
-    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
-    const answers: Promise<unknown>[] = [];
-    const reads = countingClockReads(() => {
-      for (let i = 0; i < 500; i++) answers.push(getOrComputeWith(cache, 'k', SWR, () => 'unused'));
-    });
-    // At most one: the sample taken every SAMPLE_EVERY hits (500 reads without the thread).
-    expect(reads).toBeLessThanOrEqual(1);
-    expect(new Set(await Promise.all(answers))).toEqual(new Set(['old']));
-    expect(stats()).toMatchObject({ staleHits: 501, backgroundRefreshes: 1, misses: 0 });
-    gate.resolve('new');
-  });
-
-  it('a process-local cache: the reads served from its refresh take the thread time too', async () => {
-    await ready();
-    while (Date.now() % 1_000 < 10 || Date.now() % 1_000 > 800) await new Promise((r) => setTimeout(r, 1));
-    const cache = Object.assign(mapCache(), { processLocal: true });
-    cache.entries.set('k', expired('old', 5, 30_000));
-    const gate = deferred<string>();
-    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
-    const answers: Promise<unknown>[] = [];
-    const reads = countingClockReads(() => {
-      for (let i = 0; i < 500; i++) answers.push(getOrComputeWith(cache, 'k', SWR, () => 'unused'));
-    });
-    expect(reads).toBeLessThanOrEqual(1);
-    expect(new Set(await Promise.all(answers))).toEqual(new Set(['old']));
-    expect(stats()).toMatchObject({ staleHits: 501, backgroundRefreshes: 1, misses: 0 });
-    gate.resolve('new');
-  });
+  // A process-local cache's stale readers are served from the refresh without a read of the cache
+  // (staleDuringRefresh): they too take the thread time.
+  it.each([
+    ['a cache', false],
+    ['a process-local cache', true],
+  ])(
+    '%s: the reads during a refresh take the thread time, also in the second the entry expired in',
+    async (_label, processLocal) => {
+      await ready();
+      // Early in a second, so that the whole seconds the thread writes are not yet past the expiry.
+      while (Date.now() % 1_000 < 10 || Date.now() % 1_000 > 800) await new Promise((r) => setTimeout(r, 1));
+      const cache = Object.assign(mapCache(), { processLocal });
+      cache.entries.set('k', expired('old', 5, 30_000));
+      const entry = cache.entries.get('k') as CacheEntry;
+      expect(coarseNow()).toBeLessThan(entry.freshUntil);
+      const gate = deferred<string>();
+      expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+      const answers: Promise<unknown>[] = [];
+      const reads = countingClockReads(() => {
+        for (let i = 0; i < 500; i++) answers.push(getOrComputeWith(cache, 'k', SWR, () => 'unused'));
+      });
+      // At most one: the sample taken every SAMPLE_EVERY hits (500 reads without the thread).
+      expect(reads).toBeLessThanOrEqual(1);
+      expect(new Set(await Promise.all(answers))).toEqual(new Set(['old']));
+      expect(stats()).toMatchObject({ staleHits: 501, backgroundRefreshes: 1, misses: 0 });
+      gate.resolve('new');
+    },
+  );
 
   it('a process-local cache, near the end of the grace during a refresh: past its staleUntil is a miss', async () => {
     await ready();
