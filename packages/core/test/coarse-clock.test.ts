@@ -345,29 +345,6 @@ describe('stale-while-revalidate with the coarse clock', () => {
     },
   );
 
-  it('a process-local cache, near the end of the grace during a refresh: past its staleUntil is a miss', async () => {
-    await ready();
-    const cache = Object.assign(mapCache(), { processLocal: true });
-    // Stale, with 150 ms of grace left when the refresh starts; by the time of the late read the
-    // grace ended about 100 ms ago, which the coarse time (1 to 2 s behind) cannot tell.
-    cache.entries.set('k', expired('old', 30_000, 30_150));
-    const gate = deferred<string>();
-    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    const { control, seconds } = clock;
-    Atomics.store(control, STATE, 99);
-    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
-    try {
-      seconds[0] = Math.floor((Date.now() - 1_000) / 1000);
-      const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
-      gate.resolve('new');
-      expect(await late).toBe('new');
-      expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
-    } finally {
-      Atomics.store(control, STATE, RUNNING);
-    }
-  });
-
   it('a refresh wakes a sleeping thread at once', async () => {
     await ready(true);
     const cache = mapCache();
@@ -407,29 +384,35 @@ describe('stale-while-revalidate with the coarse clock', () => {
     }
   });
 
-  it('near the end of the grace, during a refresh: a value past its staleUntil is a miss', async () => {
-    await ready();
-    const cache = mapCache();
-    cache.entries.set('k', expired('old', 10_000, 60_000));
-    const gate = deferred<string>();
-    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
-    const { control, seconds } = clock;
-    Atomics.store(control, STATE, 99);
-    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
-    try {
-      // The refresh started after freshUntil; the grace ended 100 ms ago, which the coarse time (1
-      // to 2 s behind) cannot tell: the real clock must decide.
-      const now = Date.now();
-      seconds[0] = Math.floor((now - 1_000) / 1000);
-      cache.entries.set('k', createEntry('old', now - 20_000, now - 10_000, now - 100));
-      const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
-      gate.resolve('new');
-      expect(await late).toBe('new');
-      expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
-    } finally {
-      Atomics.store(control, STATE, RUNNING);
-    }
-  });
+  it.each([
+    ['a cache', false],
+    ['a process-local cache', true],
+  ])(
+    '%s, near the end of the grace during a refresh: a value past its staleUntil is a miss',
+    async (_label, processLocal) => {
+      await ready();
+      const cache = Object.assign(mapCache(), { processLocal });
+      // Stale, with 150 ms of grace left when the refresh starts; by the time of the late read the
+      // grace ended about 100 ms ago, which the coarse time (1 to 2 s behind) cannot tell: the real
+      // clock must decide.
+      cache.entries.set('k', expired('old', 30_000, 30_150));
+      const gate = deferred<string>();
+      expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      const { control, seconds } = clock;
+      Atomics.store(control, STATE, 99);
+      await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+      try {
+        seconds[0] = Math.floor((Date.now() - 1_000) / 1000);
+        const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
+        gate.resolve('new');
+        expect(await late).toBe('new');
+        expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
+      } finally {
+        Atomics.store(control, STATE, RUNNING);
+      }
+    },
+  );
 
   it('for fake timers: a refresh leaves the thread asleep, and the grace ends on the fake clock', async () => {
     await ready(true);
