@@ -245,9 +245,11 @@ export interface Cache {
    * refresh started from, without reading the cache again: the core's calls that change that entry
    * (`invalidate`, `setValue`, `invalidateTag(s)`) stop the refresh from answering first, and an
    * entry evicted meanwhile was still servable stale. A direct call on the adapter (a `delete` that
-   * bypasses the core) does not stop it: readers keep the stale entry until the refresh ends. The
-   * local cache of a tiered cache is read as usual whatever it declares (the tiered cache changes
-   * it on other replicas' word). @default false
+   * bypasses the core) does not stop it: readers keep the stale entry until the refresh ends. Only
+   * a refresh started by a read answered synchronously, in the same call and without `checkValue`,
+   * does this (a read in flight may predate a change made meanwhile); it stops once the refresh
+   * writes. The local or remote cache of a tiered cache is read as usual whatever it declares (the
+   * tiered cache changes it on other replicas' word). @default false
    */
   readonly processLocal?: boolean | undefined;
 }

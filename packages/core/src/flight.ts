@@ -167,10 +167,11 @@ export class Flight {
    */
   rearming: Promise<void> | undefined = undefined;
   /**
-   * Set by a stale-while-revalidate refresh of a process-local cache (`Cache.processLocal`): the
-   * stale entry it started from, which the key's stale readers are served while the flight stays
-   * registered, without a read of the cache (see `staleDuringRefresh`). Every local change of the
-   * key detaches the flight; `undefined` elsewhere.
+   * Set by a stale-while-revalidate refresh of a process-local cache (`Cache.processLocal`) that a
+   * synchronous, unchecked read started: the stale entry it started from, which the key's stale
+   * readers are served unread while it is set (see `staleDuringRefresh`). Every change of the key
+   * through the core detaches the flight or clears it: a write of the key (`unstale`, the refresh's
+   * own included), a tag invalidation (`supersedeTagged`), the cache joining a tiered cache.
    */
   stale: CacheEntry | undefined = undefined;
 

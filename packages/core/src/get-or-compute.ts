@@ -90,7 +90,7 @@ export function getOrCompute<T>(
   }
   const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
   if (read === undefined || !isPendingRead(read))
-    return afterRead(state, key, read, options, fill as FillFn) as Promise<T>;
+    return afterRead(state, key, read, options, fill as FillFn, false) as Promise<T>;
   return afterPendingRead(state, key, shareRead(state, key, read), options, fill as FillFn) as Promise<T>;
 }
 
@@ -106,7 +106,7 @@ function afterPendingRead(
   options: ResolvedOptions,
   fill: FillFn,
 ): Promise<unknown> {
-  return read.then((entry) => afterRead(state, key, entry, options, fill));
+  return read.then((entry) => afterRead(state, key, entry, options, fill, false));
 }
 
 /**
@@ -177,7 +177,7 @@ function slowGetOrCompute<T>(
   }
   const read = sharedRead(state, key);
   if (read === undefined || !isPendingRead(read)) {
-    return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
+    return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn, false) as Promise<T>;
   }
   return afterPendingRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
 }
@@ -249,7 +249,7 @@ export function getOrComputeWith<T>(
   const check = resolved.check;
   const read = check === undefined ? shared : checkedRead(state, key, shared, check);
   if (read === undefined || !isPendingRead(read)) {
-    return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
+    return afterRead(state, key, read, resolved, fill as FillFn, check === undefined) as Promise<T>;
   }
   const answer = afterPendingRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   return signal === undefined ? answer : untilAborted(answer, signal);
@@ -317,13 +317,19 @@ function staleDuringRefresh(state: CacheState, entry: CacheEntry): Promise<unkno
   return settledPromise(entry);
 }
 
-/** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
+/**
+ * What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill).
+ * `servesUnread`: the entry was read in this very call, synchronously and unchecked, so a refresh it
+ * starts may answer the key's stale readers with it unread (see `Flight.stale`); a read that was in
+ * flight may predate a change made meanwhile, and a checked entry is the schema's output.
+ */
 function afterRead(
   state: CacheState,
   key: string,
   entry: CacheEntry | undefined,
   options: ResolvedOptions,
   fill: FillFn,
+  servesUnread: boolean,
 ): Promise<unknown> {
   const { counters } = state;
   // A caller that left while its read was in flight has its answer (the rejection) already; it must
@@ -376,7 +382,8 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry);
+      if (state.flights.get(key) === undefined)
+        refreshInBackground(state, key, options, fill, entry, servesUnread);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);
@@ -401,18 +408,26 @@ function afterRead(
   return answer;
 }
 
-/** Whether `cache` is the local cache of a tiered cache. */
-function isLocalTier(cache: Cache): boolean {
-  return shared.localTiers?.has(cache) === true;
+/**
+ * Whether `cache` is (or was) the local or the remote cache of a tiered cache, which changes it on
+ * other replicas' word (bus evictions, a reconnection's clear, its own writes): not process-local,
+ * whatever it declares.
+ */
+function isTierPart(cache: Cache): boolean {
+  return shared.tierParts?.has(cache) === true;
 }
 
-/** Starts one stale-while-revalidate refresh, within the process-wide cap. */
+/**
+ * Starts one stale-while-revalidate refresh, within the process-wide cap. With `servesUnread` (see
+ * afterRead) on a process-local cache, the key's stale readers get `stale` unread while it runs.
+ */
 function refreshInBackground(
   state: CacheState,
   key: string,
   options: ResolvedOptions,
   fill: FillFn,
   stale: CacheEntry,
+  servesUnread: boolean,
 ): void {
   if (!takeRefreshSlot()) {
     state.counters.backgroundRefreshesSkipped++;
@@ -425,9 +440,12 @@ function refreshInBackground(
   wakeClockThread();
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
-  // A local tier of a tiered cache is not process-local, whatever it declares: the tiered cache
-  // changes it on other replicas' word (bus evictions, a reconnection's clear).
-  if (state.cache.processLocal === true && carriesAll(options.tags, stale.tags) && !isLocalTier(state.cache))
+  if (
+    servesUnread &&
+    state.cache.processLocal === true &&
+    carriesAll(options.tags, stale.tags) &&
+    !isTierPart(state.cache)
+  )
     flight.stale = stale;
   handOff(
     state,

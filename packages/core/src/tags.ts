@@ -56,6 +56,10 @@ export function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): v
     if (flight.tags !== undefined && overlaps(flight.tags, tags)) {
       flight.invalidated = true;
       flight.detach();
+    } else if (flight.stale?.tags !== undefined) {
+      // Its stale entry carries none of `tags`, but an adapter with bounded tag records (memory)
+      // may invalidate it too when an old record is pushed out: it is read again.
+      flight.stale = undefined;
     }
   }
   // A read in flight may predate the invalidation, and which tags its entry carries is unknown yet.

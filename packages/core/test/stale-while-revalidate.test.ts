@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
+  type Cache,
   configure,
   getOrComputeWith,
   inFlightCount,
@@ -233,6 +234,90 @@ describe('stale reads of a process-local cache while its refresh runs', () => {
     const strict = getOrComputeWith(local, 'k', { ttl: '30s' }, () => 'unused');
     gate.resolve('v2');
     expect(await strict).toBe('v2');
+  });
+
+  it("a refresh started by a checked reader serves no one its schema's output unread", async () => {
+    const local = testCache({ processLocal: true });
+    await getOrComputeWith(local, 'k', SWR, () => 'v1');
+    vi.advanceTimersByTime(31_000);
+    const gate = deferred<string>();
+    const upper = z.string().transform((text) => text.toUpperCase());
+    expect(await getOrComputeWith(local, 'k', { ...SWR, checkValue: upper }, () => gate.promise)).toBe('V1');
+    expect(await getOrComputeWith(local, 'k', SWR, () => 'unused')).toBe('v1');
+    gate.resolve('v2');
+    await flush();
+  });
+
+  // A read in flight (an asynchronous cache, or an asynchronous check) may predate a change made
+  // meanwhile: the refresh it starts reads the cache on every stale read.
+  it.each([
+    ['invalidate', (cache: Cache) => invalidate(cache, 'k'), 'v2'],
+    ['setValue', (cache: Cache) => setValue(cache, 'k', 'set', SWR), 'set'],
+    ['invalidateTag', (cache: Cache) => invalidateTag(cache, 't'), 'v2'],
+  ])(
+    'a refresh started by a read that was in flight during %s serves nothing unread',
+    async (_name, change, expected) => {
+      const local = testCache({ processLocal: true, async: true, tags: true });
+      const tagged = { ...SWR, tags: ['t'] };
+      await getOrComputeWith(local, 'k', tagged, () => 'v1');
+      vi.advanceTimersByTime(31_000);
+      const gate = deferred<string>();
+      const early = getOrComputeWith(local, 'k', tagged, () => gate.promise);
+      vi.advanceTimersByTime(1);
+      await change(local);
+      await early;
+      const after = getOrComputeWith(local, 'k', tagged, () => 'unused');
+      gate.resolve('v2');
+      expect(await after).toBe(expected);
+      await flush();
+    },
+  );
+
+  it('a refresh started after an asynchronous check, when another refresh has written meanwhile, serves nothing unread', async () => {
+    const local = testCache({ processLocal: true });
+    await getOrComputeWith(local, 'k', SWR, () => 'v1');
+    vi.advanceTimersByTime(31_000);
+    const first = deferred<string>();
+    expect(await getOrComputeWith(local, 'k', SWR, () => first.promise)).toBe('v1');
+    const checkGate = deferred<void>();
+    const slowCheck = {
+      ...SWR,
+      checkValue: z.string().refine(async () => {
+        await checkGate.promise;
+        return true;
+      }),
+    };
+    const second = deferred<string>();
+    const checked = getOrComputeWith(local, 'k', slowCheck, () => second.promise);
+    first.resolve('v2');
+    await flush();
+    expect(local.backend.read('k')?.value).toBe('v2');
+    checkGate.resolve();
+    expect(await checked).toBe('v1'); // its read came before v2
+    expect(await getOrComputeWith(local, 'k', SWR, () => 'unused')).toBe('v2');
+    second.resolve('v3');
+    await flush();
+  });
+
+  it('once the refresh has written, readers read the cache even before its write resolves', async () => {
+    const local = testCache({ processLocal: true });
+    const write = local.set.bind(local);
+    let slowWrites = false;
+    local.set = (key, entry, options) => {
+      write(key, entry, options);
+      return slowWrites ? new Promise<void>((resolve) => setTimeout(resolve, 50)) : undefined;
+    };
+    await getOrComputeWith(local, 'k', SWR, () => 'v1');
+    vi.advanceTimersByTime(31_000);
+    slowWrites = true;
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(local, 'k', SWR, () => gate.promise)).toBe('v1');
+    gate.resolve('v2');
+    await flush();
+    expect(local.backend.read('k')?.value).toBe('v2');
+    expect(inFlightCount(local)).toBe(1); // its write has not resolved
+    expect(await getOrComputeWith(local, 'k', SWR, () => 'unused')).toBe('v2');
+    await vi.advanceTimersByTimeAsync(50);
   });
 
   it('a reader with checkValue still checks the entry', async () => {
