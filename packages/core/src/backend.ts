@@ -96,17 +96,6 @@ export function shareRead(
   return read;
 }
 
-/**
- * Stops the key's refresh in flight, if any, from answering stale readers unread (`Flight.stale`):
- * called before every write of the key the core makes (the refresh's own, a re-arm, the late write
- * of a flight detached earlier), which may land before that refresh is detached.
- */
-export function unstale(state: CacheState, key: string): void {
-  if (state.flights.size === 0) return;
-  const flight = state.flights.get(key);
-  if (flight !== undefined) flight.stale = undefined;
-}
-
 /** Reads `key` and always answers with a promise. */
 export async function readEntryAsync(state: CacheState, key: string): Promise<CacheEntry | undefined> {
   return readEntry(state, key);
@@ -171,7 +160,6 @@ export function writeEntry(
   ttl: number | undefined,
   renews?: CacheEntry,
 ): Promise<void> | undefined {
-  unstale(state, key);
   try {
     const written = state.cache.set(key, entry, renews === undefined ? { ttl } : { ttl, renews });
     if (isThenable(written)) {
@@ -250,7 +238,6 @@ export async function commitEntry(
   entry: CacheEntry,
   options: CacheSetOptions,
 ): Promise<void> {
-  unstale(state, key);
   try {
     // biome-ignore lint/style/noNonNullAssertion: only called for locks that have the capability
     const committed = lock.commit!(entry, options);

@@ -238,20 +238,6 @@ export interface Cache {
    * without it a tiered cache keeps local copies only for its `localTtl`.
    */
   readonly bus?: CacheBus | undefined;
-  /**
-   * `true` when nothing but this process changes what the cache holds: an in-process store such as
-   * the memory adapter, never a shared or remote one, nor one with a fill lock or a bus. The core
-   * then serves a key's stale-while-revalidate readers, while its refresh runs, the entry that
-   * refresh started from, without reading the cache again: the core's calls that change that entry
-   * (`invalidate`, `setValue`, `invalidateTag(s)`) stop the refresh from answering first, and an
-   * entry evicted meanwhile was still servable stale. A direct call on the adapter (a `delete` that
-   * bypasses the core) does not stop it: readers keep the stale entry until the refresh ends. Only
-   * a refresh started by a read answered synchronously, in the same call and without `checkValue`,
-   * does this (a read in flight may predate a change made meanwhile); it stops once the refresh
-   * writes. The local or remote cache of a tiered cache is read as usual whatever it declares (the
-   * tiered cache changes it on other replicas' word). @default false
-   */
-  readonly processLocal?: boolean | undefined;
 }
 
 /**

@@ -1,5 +1,4 @@
 import { abortReason, onAbort } from './abort.js';
-import type { CacheEntry } from './cache.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { type FillFrame, isolatedRequests } from './shared.js';
@@ -166,14 +165,6 @@ export class Flight {
    * the fill lock is released only after it has landed, so a replica waiting for the lock finds it.
    */
   rearming: Promise<void> | undefined = undefined;
-  /**
-   * Set by a stale-while-revalidate refresh of a process-local cache (`Cache.processLocal`) that a
-   * synchronous, unchecked read started: the stale entry it started from, which the key's stale
-   * readers are served unread while it is set (see `staleDuringRefresh`). Every change of the key
-   * through the core detaches the flight or clears it: a write of the key (`unstale`, the refresh's
-   * own included), a tag invalidation (`supersedeTagged`), the cache joining a tiered cache.
-   */
-  stale: CacheEntry | undefined = undefined;
 
   /** Where the flight is registered; `detach` removes it only if it is still the key's flight. */
   private readonly registry: Map<string, Flight>;

@@ -23,7 +23,6 @@ import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
 import { shared } from './shared.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 import { reportWarning } from './stats.js';
-import { carriesAll } from './tags.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
 export function checkKey(key: unknown): asserts key is string {
@@ -90,7 +89,7 @@ export function getOrCompute<T>(
   }
   const options = ttlOnly(ttl === undefined ? undefined : toMilliseconds(ttl, 'ttl'));
   if (read === undefined || !isPendingRead(read))
-    return afterRead(state, key, read, options, fill as FillFn, false) as Promise<T>;
+    return afterRead(state, key, read, options, fill as FillFn) as Promise<T>;
   return afterPendingRead(state, key, shareRead(state, key, read), options, fill as FillFn) as Promise<T>;
 }
 
@@ -106,7 +105,7 @@ function afterPendingRead(
   options: ResolvedOptions,
   fill: FillFn,
 ): Promise<unknown> {
-  return read.then((entry) => afterRead(state, key, entry, options, fill, false));
+  return read.then((entry) => afterRead(state, key, entry, options, fill));
 }
 
 /**
@@ -177,7 +176,7 @@ function slowGetOrCompute<T>(
   }
   const read = sharedRead(state, key);
   if (read === undefined || !isPendingRead(read)) {
-    return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn, false) as Promise<T>;
+    return afterRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
   }
   return afterPendingRead(state, key, read, ttlOnly(ttlMs), fill as FillFn) as Promise<T>;
 }
@@ -234,22 +233,15 @@ export function getOrComputeWith<T>(
     state.counters.abortedReads++;
     return Promise.reject(abortReason(signal));
   }
-  if (state.flights.size !== 0) {
+  if (state.flights.size !== 0 && resolved.grace === 0) {
     const flight = state.flights.get(key);
-    if (flight !== undefined) {
-      if (!flight.background) {
-        if (resolved.grace === 0) return coalesce(state, flight, resolved) as Promise<T>;
-      } else if (flight.stale !== undefined && resolved.grace > 0 && resolved.check === undefined) {
-        const answer = staleDuringRefresh(state, flight.stale);
-        if (answer !== undefined) return answer as Promise<T>;
-      }
-    }
+    if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
   }
   const shared = sharedRead(state, key);
   const check = resolved.check;
   const read = check === undefined ? shared : checkedRead(state, key, shared, check);
   if (read === undefined || !isPendingRead(read)) {
-    return afterRead(state, key, read, resolved, fill as FillFn, check === undefined) as Promise<T>;
+    return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   }
   const answer = afterPendingRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
   return signal === undefined ? answer : untilAborted(answer, signal);
@@ -300,36 +292,13 @@ function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): 
   return flight.join(options.signal, options.fillTimeout);
 }
 
-/**
- * A stale read of a process-local cache while its key's refresh runs: the entry the refresh started
- * from, unless its grace is over (then the caller reads as usual). What the cache holds for the key
- * is still that entry, or nothing if it was evicted: any local change would have detached the flight.
- */
-function staleDuringRefresh(state: CacheState, entry: CacheEntry): Promise<unknown> | undefined {
-  const coarse = coarseNow();
-  if (
-    (coarse === Number.POSITIVE_INFINITY || entry.staleUntil - coarse <= COARSE_MARGIN_MS) &&
-    !(Date.now() < entry.staleUntil)
-  ) {
-    return undefined;
-  }
-  state.counters.staleHits++;
-  return settledPromise(entry);
-}
-
-/**
- * What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill).
- * `servesUnread`: the entry was read in this very call, synchronously and unchecked, so a refresh it
- * starts may answer the key's stale readers with it unread (see `Flight.stale`); a read that was in
- * flight may predate a change made meanwhile, and a checked entry is the schema's output.
- */
+/** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
 function afterRead(
   state: CacheState,
   key: string,
   entry: CacheEntry | undefined,
   options: ResolvedOptions,
   fill: FillFn,
-  servesUnread: boolean,
 ): Promise<unknown> {
   const { counters } = state;
   // A caller that left while its read was in flight has its answer (the rejection) already; it must
@@ -382,8 +351,7 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (state.flights.get(key) === undefined)
-        refreshInBackground(state, key, options, fill, entry, servesUnread);
+      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);
@@ -408,26 +376,13 @@ function afterRead(
   return answer;
 }
 
-/**
- * Whether `cache` is (or was) the local or the remote cache of a tiered cache, which changes it on
- * other replicas' word (bus evictions, a reconnection's clear, its own writes): not process-local,
- * whatever it declares.
- */
-function isTierPart(cache: Cache): boolean {
-  return shared.tierParts?.has(cache) === true;
-}
-
-/**
- * Starts one stale-while-revalidate refresh, within the process-wide cap. With `servesUnread` (see
- * afterRead) on a process-local cache, the key's stale readers get `stale` unread while it runs.
- */
+/** Starts one stale-while-revalidate refresh, within the process-wide cap. */
 function refreshInBackground(
   state: CacheState,
   key: string,
   options: ResolvedOptions,
   fill: FillFn,
   stale: CacheEntry,
-  servesUnread: boolean,
 ): void {
   if (!takeRefreshSlot()) {
     state.counters.backgroundRefreshesSkipped++;
@@ -440,13 +395,6 @@ function refreshInBackground(
   wakeClockThread();
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
-  if (
-    servesUnread &&
-    state.cache.processLocal === true &&
-    carriesAll(options.tags, stale.tags) &&
-    !isTierPart(state.cache)
-  )
-    flight.stale = stale;
   handOff(
     state,
     options,

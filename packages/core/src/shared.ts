@@ -86,12 +86,6 @@ export interface Shared {
    * creates it.
    */
   localTiers?: WeakMap<object, { readonly name: string }>;
-  /**
-   * Every cache that is or was the local or the remote cache of a tiered cache (`tiered.ts`): the
-   * tiered cache changes it on other replicas' word, so it is never process-local for the core,
-   * whatever it declares. Optional, like `localTiers`.
-   */
-  tierParts?: WeakSet<object>;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');

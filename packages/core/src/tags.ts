@@ -33,20 +33,6 @@ function overlaps(a: readonly string[], b: ReadonlySet<string>): boolean {
 }
 
 /**
- * True when `outer` holds every tag of `inner` (an `undefined` list holds none): an invalidation of
- * any tag of `inner` then reaches a flight tagged `outer`.
- */
-export function carriesAll(
-  outer: readonly string[] | undefined,
-  inner: readonly string[] | undefined,
-): boolean {
-  if (inner === undefined) return true;
-  if (outer === undefined) return inner.length === 0;
-  for (const tag of inner) if (!outer.includes(tag)) return false;
-  return true;
-}
-
-/**
  * Stops every fill of this process in flight for a value carrying one of `tags` from being written
  * or joined (its callers still get its result), and makes later callers read afresh. Called for this
  * process's own invalidations, and by a tiered cache for another replica's (heard on the bus).
@@ -56,10 +42,6 @@ export function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): v
     if (flight.tags !== undefined && overlaps(flight.tags, tags)) {
       flight.invalidated = true;
       flight.detach();
-    } else if (flight.stale?.tags !== undefined) {
-      // Its stale entry carries none of `tags`, but an adapter with bounded tag records (memory)
-      // may invalidate it too when an old record is pushed out: it is read again.
-      flight.stale = undefined;
     }
   }
   // A read in flight may predate the invalidation, and which tags its entry carries is unknown yet.

@@ -743,13 +743,6 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     enumerable: false,
   });
   localTiers.set(local, claim);
-  // From now on neither is process-local for the core (see `tierParts`); a refresh of either, read
-  // directly, that serves its stale entry unread stops doing so.
-  shared.tierParts ??= new WeakSet();
-  for (const part of [local, remote]) {
-    shared.tierParts.add(part);
-    for (const flight of existingState(part)?.flights.values() ?? []) flight.stale = undefined;
-  }
   self = cache;
   return cache;
 }

@@ -316,34 +316,26 @@ describe('stale-while-revalidate with the coarse clock', () => {
     return reads;
   }
 
-  // A process-local cache's stale readers are served from the refresh without a read of the cache
-  // (staleDuringRefresh): they too take the thread time.
-  it.each([
-    ['a cache', false],
-    ['a process-local cache', true],
-  ])(
-    '%s: the reads during a refresh take the thread time, also in the second the entry expired in',
-    async (_label, processLocal) => {
-      await ready();
-      // Early in a second, so that the whole seconds the thread writes are not yet past the expiry.
-      while (Date.now() % 1_000 < 10 || Date.now() % 1_000 > 800) await new Promise((r) => setTimeout(r, 1));
-      const cache = Object.assign(mapCache(), { processLocal });
-      cache.entries.set('k', expired('old', 5, 30_000));
-      const entry = cache.entries.get('k') as CacheEntry;
-      expect(coarseNow()).toBeLessThan(entry.freshUntil);
-      const gate = deferred<string>();
-      expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
-      const answers: Promise<unknown>[] = [];
-      const reads = countingClockReads(() => {
-        for (let i = 0; i < 500; i++) answers.push(getOrComputeWith(cache, 'k', SWR, () => 'unused'));
-      });
-      // At most one: the sample taken every SAMPLE_EVERY hits (500 reads without the thread).
-      expect(reads).toBeLessThanOrEqual(1);
-      expect(new Set(await Promise.all(answers))).toEqual(new Set(['old']));
-      expect(stats()).toMatchObject({ staleHits: 501, backgroundRefreshes: 1, misses: 0 });
-      gate.resolve('new');
-    },
-  );
+  it('the reads during a refresh take the thread time, also in the second the entry expired in', async () => {
+    await ready();
+    // Early in a second, so that the whole seconds the thread writes are not yet past the expiry.
+    while (Date.now() % 1_000 < 10 || Date.now() % 1_000 > 800) await new Promise((r) => setTimeout(r, 1));
+    const cache = mapCache();
+    cache.entries.set('k', expired('old', 5, 30_000));
+    const entry = cache.entries.get('k') as CacheEntry;
+    expect(coarseNow()).toBeLessThan(entry.freshUntil);
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    const answers: Promise<unknown>[] = [];
+    const reads = countingClockReads(() => {
+      for (let i = 0; i < 500; i++) answers.push(getOrComputeWith(cache, 'k', SWR, () => 'unused'));
+    });
+    // At most one: the sample taken every SAMPLE_EVERY hits (500 reads without the thread).
+    expect(reads).toBeLessThanOrEqual(1);
+    expect(new Set(await Promise.all(answers))).toEqual(new Set(['old']));
+    expect(stats()).toMatchObject({ staleHits: 501, backgroundRefreshes: 1, misses: 0 });
+    gate.resolve('new');
+  });
 
   it('a refresh wakes a sleeping thread at once', async () => {
     await ready(true);
@@ -384,35 +376,29 @@ describe('stale-while-revalidate with the coarse clock', () => {
     }
   });
 
-  it.each([
-    ['a cache', false],
-    ['a process-local cache', true],
-  ])(
-    '%s, near the end of the grace during a refresh: a value past its staleUntil is a miss',
-    async (_label, processLocal) => {
-      await ready();
-      const cache = Object.assign(mapCache(), { processLocal });
-      // Stale, with 150 ms of grace left when the refresh starts; by the time of the late read the
-      // grace ended about 100 ms ago, which the coarse time (1 to 2 s behind) cannot tell: the real
-      // clock must decide.
-      cache.entries.set('k', expired('old', 30_000, 30_150));
-      const gate = deferred<string>();
-      expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      const { control, seconds } = clock;
-      Atomics.store(control, STATE, 99);
-      await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
-      try {
-        seconds[0] = Math.floor((Date.now() - 1_000) / 1000);
-        const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
-        gate.resolve('new');
-        expect(await late).toBe('new');
-        expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
-      } finally {
-        Atomics.store(control, STATE, RUNNING);
-      }
-    },
-  );
+  it('near the end of the grace, during a refresh: a value past its staleUntil is a miss', async () => {
+    await ready();
+    const cache = mapCache();
+    cache.entries.set('k', expired('old', 10_000, 60_000));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    const { control, seconds } = clock;
+    Atomics.store(control, STATE, 99);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+    try {
+      // The refresh started after freshUntil; the grace ended 100 ms ago, which the coarse time (1
+      // to 2 s behind) cannot tell: the real clock must decide.
+      const now = Date.now();
+      seconds[0] = Math.floor((now - 1_000) / 1000);
+      cache.entries.set('k', createEntry('old', now - 20_000, now - 10_000, now - 100));
+      const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
+      gate.resolve('new');
+      expect(await late).toBe('new');
+      expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
+    } finally {
+      Atomics.store(control, STATE, RUNNING);
+    }
+  });
 
   it('for fake timers: a refresh leaves the thread asleep, and the grace ends on the fake clock', async () => {
     await ready(true);

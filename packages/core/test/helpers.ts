@@ -110,8 +110,6 @@ export interface TestCacheOptions {
   hears?: boolean;
   /** Offer invalidateTags. */
   tags?: boolean;
-  /** Declare `processLocal` (only this process changes it). */
-  processLocal?: boolean;
   backend?: Backend;
 }
 
@@ -187,7 +185,6 @@ export function testCache(options: TestCacheOptions = {}): Cache & { calls: Call
       };
     }
   }
-  if (options.processLocal) Object.assign(cache, { processLocal: true });
   if (options.tags) {
     cache.invalidateTags = (tags) => {
       backend.invalidateTags(tags);

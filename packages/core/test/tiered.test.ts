@@ -369,69 +369,6 @@ describe('reads', () => {
   });
 });
 
-describe('a process-local cache used as a local tier', () => {
-  it('is read on each stale read while a refresh runs: another replica may change it through the bus', async () => {
-    const store = new RemoteStore();
-    const a = replica(store);
-    const b = replica(store);
-    Object.assign(b.local, { processLocal: true });
-    const options = { ttl: 1_000, staleWhileRevalidate: 60_000 };
-    // B's local cache also serves reads of its own (used directly), and refreshes 'k' there.
-    await getOrComputeWith(b.local, 'k', options, () => 'v1');
-    await vi.advanceTimersByTimeAsync(2_000);
-    let release = (_value: string): void => {};
-    const held = new Promise<string>((resolve) => {
-      release = resolve;
-    });
-    expect(await getOrComputeWith(b.local, 'k', options, () => held)).toBe('v1');
-    // Another replica's invalidation reaches B's local tier through the bus.
-    await invalidate(a.cache, 'k');
-    expect(b.local.get('k')).toBeUndefined();
-    const after = getOrComputeWith(b.local, 'k', options, () => 'unused');
-    release('v2');
-    expect(await after).toBe('v2');
-  });
-});
-
-describe('a process-local cache that becomes part of a tiered cache', () => {
-  const options = { ttl: 1_000, staleWhileRevalidate: 60_000 };
-  // Writes 'v1' to `cache`, lets it go stale, starts a held refresh read directly.
-  async function refreshing(cache: Cache) {
-    await getOrComputeWith(cache, 'k', options, () => 'v1');
-    await vi.advanceTimersByTimeAsync(2_000);
-    let release = (_value: string): void => {};
-    const held = new Promise<string>((resolve) => {
-      release = resolve;
-    });
-    expect(await getOrComputeWith(cache, 'k', options, () => held)).toBe('v1');
-    return release;
-  }
-
-  it('as a local tier made while its refresh runs: its stale entry is read again', async () => {
-    const store = new RemoteStore();
-    const a = replica(store);
-    const local = Object.assign(localCache(), { processLocal: true });
-    const release = await refreshing(local);
-    createTieredCache({ local, remote: remoteCache(store), name: `tiered-${++names}` });
-    await invalidate(a.cache, 'k');
-    expect(local.get('k')).toBeUndefined();
-    const after = getOrComputeWith(local, 'k', options, () => 'unused');
-    release('v2');
-    expect(await after).toBe('v2');
-  });
-
-  it('as a remote, used directly too: a tiered invalidation of the key reaches its readers', async () => {
-    const store = new RemoteStore();
-    const remote = Object.assign(remoteCache(store), { processLocal: true });
-    const tiered = createTieredCache({ local: localCache(), remote, name: `tiered-${++names}` });
-    const release = await refreshing(remote);
-    await invalidate(tiered, 'k');
-    const after = getOrComputeWith(remote, 'k', options, () => 'unused');
-    release('v2');
-    expect(await after).toBe('v2');
-  });
-});
-
 describe('writes', () => {
   it('writes the remote, then L1, then publishes; deletes the same way', async () => {
     const log: Log = [];

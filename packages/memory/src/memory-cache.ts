@@ -26,13 +26,6 @@ export interface MemoryCacheOptions {
 /** An in-process {@link Cache} on lru-cache. */
 export interface MemoryCache extends Cache {
   readonly name: string;
-  /**
-   * Always `true`: only this process changes the cache, so a key's stale readers are served the
-   * entry its refresh started from while the refresh runs (see `Cache.processLocal`). A direct
-   * `delete` or `clear` on the adapter does not stop a refresh in flight; the core's `invalidate`
-   * does.
-   */
-  readonly processLocal: true;
   /** Reads synchronously: a hit never waits for a promise. */
   get(key: string): CacheEntry | undefined;
   /**
@@ -173,7 +166,6 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   return {
     name,
     lru,
-    processLocal: true,
     get size() {
       return lru.size;
     },

@@ -6,14 +6,6 @@ describeCacheConformance({
   clock: 'fake',
   // One process's memory: no lock, no push, no replica; it answers synchronously and keeps values
   // by reference (no roundTrip).
-  capabilities: {
-    lock: false,
-    extend: false,
-    push: false,
-    sync: true,
-    roundTrip: false,
-    tags: true,
-    processLocal: true,
-  },
+  capabilities: { lock: false, extend: false, push: false, sync: true, roundTrip: false, tags: true },
   create: () => createMemoryCache({ max: 1_000 }),
 });

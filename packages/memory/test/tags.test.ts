@@ -86,27 +86,3 @@ describe('memory tags', () => {
     expect(await getOrComputeWith(cache, 'k', { tags: ['t'] }, fill)).toBe(2);
   });
 });
-
-describe('memory tags during a refresh', () => {
-  it('tag records pushed out (raising the floor) also end serving a refresh its stale entry unread', async () => {
-    const cache = createMemoryCache({ max: 2 });
-    const options = { ttl: 1_000, staleWhileRevalidate: 60_000, tags: ['a'] };
-    await getOrComputeWith(cache, 'k', options, () => 'v1');
-    vi.advanceTimersByTime(2_000);
-    let release = (_value: string): void => {};
-    const held = new Promise<string>((resolve) => {
-      release = resolve;
-    });
-    expect(await getOrComputeWith(cache, 'k', options, () => held)).toBe('v1');
-    // Three other tags: the records hold two, so the oldest is pushed out and every tagged entry
-    // created before it reads as invalidated, 'k' among them.
-    for (const tag of ['x', 'y', 'z']) {
-      vi.advanceTimersByTime(1);
-      await invalidateTag(cache, tag);
-    }
-    expect(cache.get('k')).toBeUndefined();
-    const after = getOrComputeWith(cache, 'k', options, () => 'unused');
-    release('v2');
-    expect(await after).toBe('v2');
-  });
-});

@@ -35,13 +35,6 @@ export interface CacheCapabilities {
    */
   bus?: boolean;
   /**
-   * The cache declares `processLocal: true`: nothing but this process's calls through the core
-   * changes what it holds (an in-process store), so the core serves a key's stale readers from its
-   * refresh without reading the cache again. Such a cache has no fill lock, no bus and no `replica`.
-   * @default false
-   */
-  processLocal?: boolean;
-  /**
    * The cache implements `tryAcquireFillLockAndRead`: a lock attempt that reads the key in the same
    * step (needs `lock`).
    * @default false
@@ -110,15 +103,7 @@ export interface ConformanceOptions {
 }
 
 const REQUIRED_CAPABILITIES = ['lock', 'extend', 'push', 'sync', 'roundTrip'] as const;
-const OPTIONAL_CAPABILITIES = [
-  'tags',
-  'bus',
-  'processLocal',
-  'lockAndRead',
-  'commit',
-  'delta',
-  'serverClock',
-] as const;
+const OPTIONAL_CAPABILITIES = ['tags', 'bus', 'lockAndRead', 'commit', 'delta', 'serverClock'] as const;
 
 const SUITE_OPTIONS: ReadonlySet<string> = new Set([
   'name',

@@ -20,12 +20,6 @@ export function storageCases(ctx: SuiteContext): void {
     expect(typeof cache.roundTrip === 'function', 'roundTrip').toBe(capabilities.roundTrip);
     expect(typeof cache.invalidateTags === 'function', 'tags').toBe(capabilities.tags === true);
     expect(cache.bus !== undefined, 'bus').toBe(capabilities.bus ?? false);
-    expect(cache.processLocal === true, 'processLocal').toBe(capabilities.processLocal ?? false);
-    if (capabilities.processLocal) {
-      // Shared state of any kind would let another process change what the core serves unread.
-      expect(capabilities.lock || capabilities.bus === true, 'processLocal with a lock or a bus').toBe(false);
-      expect(ctx.options.replica, 'processLocal with a replica').toBeUndefined();
-    }
     expect(typeof cache.tryAcquireFillLockAndRead === 'function', 'lockAndRead').toBe(
       capabilities.lockAndRead ?? false,
     );
