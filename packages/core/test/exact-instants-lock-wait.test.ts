@@ -20,47 +20,34 @@ const plant = (backend: Backend, remaining: number) =>
     3_600_000,
   );
 
-it('an early refresh with lockWaitTimeout 0 that loses the lock yields (no local fill)', async () => {
+/**
+ * An early refresh (random draw 0.001) of an entry `remaining` ms from expiry, whose lock another
+ * replica holds: answers the refresh function and the stale-free answer ('v1', the entry).
+ */
+async function earlyRefreshLoser(
+  remaining: number,
+  limits: { lockWaitTimeout: number; lockPollInterval?: number },
+) {
   configure({ random: () => 0.001 });
   const backend = new Backend();
-  plant(backend, 600);
+  plant(backend, remaining);
   backend.lock('k', 60_000);
-  const b = testCache({ backend, lock: true, async: true });
+  const cache = testCache({ backend, lock: true, async: true });
   const refresh = vi.fn(() => 'v2');
-  expect(
-    await getOrComputeWith(
-      b,
-      'k',
-      { ttl: '1m', earlyRefresh: true, distributedFillLock: true, lockWaitTimeout: 0 },
-      refresh,
-    ),
-  ).toBe('v1');
+  const options = { ttl: '1m', earlyRefresh: true, distributedFillLock: true, ...limits } as const;
+  expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('v1');
+  return refresh;
+}
+
+it('an early refresh with lockWaitTimeout 0 that loses the lock yields (no local fill)', async () => {
+  const refresh = await earlyRefreshLoser(600, { lockWaitTimeout: 0 });
   await vi.advanceTimersByTimeAsync(10);
   expect(refresh).not.toHaveBeenCalled();
   expect(stats().lockWaitTimeouts).toBe(0);
 });
 
 it('an early-refresh loser whose wait ends exactly at the previous freshUntil does not yield', async () => {
-  configure({ random: () => 0.001 });
-  const backend = new Backend();
-  plant(backend, 100);
-  backend.lock('k', 60_000);
-  const b = testCache({ backend, lock: true, async: true });
-  const refresh = vi.fn(() => 'v2');
-  expect(
-    await getOrComputeWith(
-      b,
-      'k',
-      {
-        ttl: '1m',
-        earlyRefresh: true,
-        distributedFillLock: true,
-        lockWaitTimeout: 100,
-        lockPollInterval: 1000,
-      },
-      refresh,
-    ),
-  ).toBe('v1');
+  const refresh = await earlyRefreshLoser(100, { lockWaitTimeout: 100, lockPollInterval: 1000 });
   await vi.advanceTimersByTimeAsync(100);
   expect(stats().lockWaitTimeouts).toBe(1);
   expect(refresh).toHaveBeenCalledTimes(1);

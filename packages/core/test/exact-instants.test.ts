@@ -15,11 +15,17 @@ afterEach(() => {
   vi.restoreAllMocks();
   configure({ isolatedRequests: false });
 });
+/** A fill that answers `value` (or throws, for an Error) 10 ms after it starts. */
+const after10ms = (outcome: unknown) => async () => {
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  if (outcome instanceof Error) throw outcome;
+  return outcome;
+};
 const boom = () => {
   throw new Error('source down');
 };
 
-describe('verify', () => {
+describe('time comparisons at their exact instants', () => {
   it('a fill in the same ms as an invalidation serves as a fail-safe fallback', async () => {
     const cache = testCache();
     await invalidate(cache, 'k');
@@ -29,10 +35,7 @@ describe('verify', () => {
   });
   it('at exactly freshEnd + maxStale there is no fallback (one ms before there is)', async () => {
     const opts = { ttl: 1000, failSafe: { maxStale: 5000 } };
-    const slowFill = async () => {
-      await new Promise((r) => setTimeout(r, 10));
-      return 'v1';
-    };
+    const slowFill = after10ms('v1');
     for (const [at, expectFallback] of [
       [5999, true],
       [6000, false],
@@ -50,19 +53,11 @@ describe('verify', () => {
   it('a fill failing at exactly fallback.until gets no fallback', async () => {
     const opts = { ttl: 1000, failSafe: { maxStale: 5000 } };
     const cache = testCache();
-    const first = getOrComputeWith(cache, 'k', opts, async () => {
-      await new Promise((r) => setTimeout(r, 10));
-      return 'v1';
-    });
+    const first = getOrComputeWith(cache, 'k', opts, after10ms('v1'));
     await vi.advanceTimersByTimeAsync(10);
     await first;
     vi.setSystemTime(T + 5990);
-    const r = settle(
-      getOrComputeWith(cache, 'k', opts, async () => {
-        await new Promise((r) => setTimeout(r, 10));
-        throw new Error('down');
-      }),
-    );
+    const r = settle(getOrComputeWith(cache, 'k', opts, after10ms(new Error('down'))));
     await vi.advanceTimersByTimeAsync(10);
     expect((await r).ok).toBe(false);
   });
@@ -163,5 +158,21 @@ describe('verify', () => {
   });
   it('raceTimeout accepts 0 ms', async () => {
     await expect(raceTimeout(Promise.resolve('v'), 0, () => new Error('late'))).resolves.toBe('v');
+  });
+  it('the confirming read finds another replica entry whose maxStale ends exactly now: no fallback', async () => {
+    const cache = testCache();
+    const opts = { ttl: 1000, failSafe: { maxStale: 5000 } };
+    await getOrComputeWith(cache, 'k', opts, () => 'v1'); // E1: createdAt T, freshUntil T+1000, until T+6000
+    vi.setSystemTime(T + 5090);
+    const r = settle(getOrComputeWith(cache, 'k', opts, after10ms(new Error('down'))));
+    await vi.advanceTimersByTimeAsync(5);
+    // Another replica's entry (its fill started at T+100, with ttl 0): until = T+100 + 5000.
+    cache.backend.write(
+      'k',
+      { value: 'v2', createdAt: T + 100, freshUntil: T + 100, staleUntil: T + 100 },
+      3_600_000,
+    );
+    await vi.advanceTimersByTimeAsync(5);
+    expect((await r).ok).toBe(false);
   });
 });
