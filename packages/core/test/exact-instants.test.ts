@@ -94,32 +94,6 @@ describe('time comparisons at their exact instants', () => {
     await invalidate(cache, 'b');
     expect(await getOrComputeWith(cache, 'a', opts, boom)).toBe('old');
   });
-  it('delta 0 with a slow lock attempt: first poll at lostAt + 2*(lostAt - triedAt)', async () => {
-    const backend = new Backend();
-    backend.write(
-      'k',
-      { value: 'old', createdAt: T - 60_000, freshUntil: T - 1, staleUntil: T + 60_000, delta: 0 },
-      60_000,
-    );
-    backend.lock('k', 60_000);
-    const cache = testCache({ backend, lock: true, async: true });
-    const attempts: number[] = [];
-    const original = cache.tryAcquireFillLock;
-    if (original === undefined) throw new Error('the test cache offers a lock');
-    cache.tryAcquireFillLock = (key, ttl) => {
-      attempts.push(Date.now() - T);
-      return new Promise((r) => setTimeout(() => r(original(key, ttl) as never), 20));
-    };
-    const answer = getOrComputeWith(
-      cache,
-      'k',
-      { ttl: '1m', distributedFillLock: true, lockWaitTimeout: 200 },
-      () => 'local',
-    );
-    await vi.advanceTimersByTimeAsync(400);
-    expect(await answer).toBe('local');
-    expect(attempts[1]).toBe(60);
-  });
   it('a lock-wait read of an entry at exactly its freshUntil is not the holder value', async () => {
     const backend = new Backend();
     backend.lock('k', 60_000);

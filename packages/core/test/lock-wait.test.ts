@@ -22,15 +22,29 @@ afterEach(() => {
 });
 
 /** A replica whose lock attempts are timestamped (ms since T0). */
-function replica(backend: Backend, push = false) {
+/** A replica whose lock attempts are recorded (ms after T0), each answered `attemptMs` later. */
+function replica(backend: Backend, push = false, attemptMs = 0) {
   const cache = testCache({ backend, lock: true, push, async: true });
   const attempts: number[] = [];
   const original = cache.tryAcquireFillLock;
   cache.tryAcquireFillLock = (key, ttl) => {
     attempts.push(Date.now() - T0);
-    return original?.(key, ttl);
+    if (attemptMs === 0) return original?.(key, ttl);
+    return new Promise((resolve) => setTimeout(() => resolve(original?.(key, ttl) as never), attemptMs));
   };
   return { cache, attempts };
+}
+
+/** A backend holding an expired, still readable 'k' whose fill took `delta` ms, locked by someone else. */
+function heldWithExpired(delta: number): Backend {
+  const backend = new Backend();
+  backend.write(
+    'k',
+    { value: 'old', createdAt: T0 - 60_000, freshUntil: T0 - 1, staleUntil: T0 + 60_000, delta },
+    60_000,
+  );
+  backend.lock('k', 60_000);
+  return backend;
 }
 
 describe('distributed fill lock: the wait protocol', () => {
@@ -49,20 +63,21 @@ describe('distributed fill lock: the wait protocol', () => {
   });
 
   it("the first poll comes at the holder's expected finish (the delta of the entry read before), then the usual schedule", async () => {
-    const backend = new Backend();
     // An expired entry still readable, whose fill took 300 ms; someone else holds the lock.
-    backend.write(
-      'k',
-      { value: 'old', createdAt: T0 - 60_000, freshUntil: T0 - 1, staleUntil: T0 + 60_000, delta: 300 },
-      60_000,
-    );
-    backend.lock('k', 60_000);
-    const { cache, attempts } = replica(backend);
+    const { cache, attempts } = replica(heldWithExpired(300));
     const fill = vi.fn(() => 'local');
     const answer = getOrComputeWith(cache, 'k', LOCKED, fill);
     await vi.advanceTimersByTimeAsync(5_000);
     expect(await answer).toBe('local');
     expect(attempts).toEqual([0, 300, 350, 450, 650, 1_050, 1_850, 2_850, 3_850, 4_850, 5_000]);
+  });
+
+  it('with a delta of 0 and a slow lock attempt, the first poll comes at lostAt + 2 * (lostAt - triedAt)', async () => {
+    const { cache, attempts } = replica(heldWithExpired(0), false, 20);
+    const answer = getOrComputeWith(cache, 'k', { ...LOCKED, lockWaitTimeout: 200 }, () => 'local');
+    await vi.advanceTimersByTimeAsync(400);
+    expect(await answer).toBe('local');
+    expect(attempts[1]).toBe(60);
   });
 
   it("with the entry's delta a loser takes the holder's value as soon as it lands, without it at the next poll", async () => {
