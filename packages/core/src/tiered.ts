@@ -158,8 +158,8 @@ const TIERED_OPTIONS: ReadonlySet<string> = new Set(['local', 'remote', 'name', 
 /**
  * A cache made of an in-process cache (L1) in front of a shared remote cache (L2). An L1 hit costs no
  * remote command and stays a synchronous read, so `getOrCompute`'s hit path applies to it. An L1 miss
- * reads the remote and keeps the entry in L1 for at most `localTtl` (and never past the entry's own
- * freshness and grace). Writes go to the remote, then to L1.
+ * reads the remote and keeps the entry in L1 for at most `localTtl`; L1 serves it as a hit within
+ * the entry's freshness (cut to `localTtl`) and grace only. Writes go to the remote, then to L1.
  *
  * With a remote that has an invalidation bus (`@stampede/redis`, `@stampede/node-redis` and
  * `@stampede/upstash` do), every write and delete, and so every `setValue`, `invalidate` and fill,
@@ -183,7 +183,9 @@ const TIERED_OPTIONS: ReadonlySet<string> = new Set(['local', 'remote', 'name', 
  * tags invalidated by calls on this replica.
  *
  * The fill lock, push wake-up and serializer round trip are the remote's. When the remote is down,
- * fresh L1 entries are still served and misses fill locally (their writes still land in L1).
+ * fresh L1 entries are still served, stale ones within their grace serve stale-while-revalidate,
+ * misses fill locally (their writes still land in L1), and with `failSafe` an L1 copy past its grace
+ * (within `localTtl` and `maxStale`) is the fallback of a fill that fails.
  *
  * @throws TypeError when `local` or `remote` is not a Cache, `local` is already the L1 of a tiered
  *   cache not closed yet, or `name` is not a non-empty string
@@ -481,14 +483,18 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       end(key, token);
       if (entry === undefined) return undefined;
       counters.l2Hits++;
-      const ttl = Math.min(localTtl, entry.staleUntil - Date.now());
-      if (!token.evicted && ttl > 0) keepLocal(key, l1Copy(entry, startedAt), ttl, true);
+      // Kept `localTtl`, past the entry's grace too: what a read finds there then is a miss, and
+      // with the remote down fail-safe's fallback (see `failed`). An entry already past its grace
+      // is not kept (L1 takes such a write for a removal).
+      if (!token.evicted && Date.now() < entry.staleUntil)
+        keepLocal(key, l1Copy(entry, startedAt), localTtl, true);
       return entry;
     };
     const failed = (error: unknown): CacheEntry | undefined => {
       end(key, token);
-      // The remote is down: an L1 copy still within its grace beats a miss (SWR can serve it).
-      if (copy === undefined || !(Date.now() < copy.staleUntil)) throw error;
+      if (copy === undefined) throw error;
+      // The remote is down: an L1 copy beats a miss. Within its grace SWR serves it; past it, it is
+      // a miss that fail-safe may fall back on (within `maxStale`).
       reportBackendError(name, 'get', key, error);
       return copy;
     };

@@ -302,21 +302,24 @@ describe('reads', () => {
     }
   });
 
-  it('never keeps an L1 copy past the entry freshness and grace', async () => {
+  it('keeps a read L1 copy localTtl, but serves it only within the entry freshness and grace', async () => {
     const store = new RemoteStore();
     const a = replica(store, { localTtl: 60_000 });
     const b = replica(store, { localTtl: 60_000 });
     await setValue(a.cache, 'k', 'v', { ttl: 500, staleWhileRevalidate: 200 });
     expect(await getValue(b.cache, 'k')).toBe('v');
-    expect(b.local.expiresAt('k')).toBe(Date.now() + 700);
+    // Kept past the grace: fail-safe's fallback should the remote go down (see "fail-safe through a
+    // tiered cache").
+    expect(b.local.expiresAt('k')).toBe(Date.now() + 60_000);
     await vi.advanceTimersByTimeAsync(500);
     // Stale: not an L1 hit; the remote is asked (another replica may have refreshed it).
     const reads = b.remote.calls.get;
     expect(await getValue(b.cache, 'k', { allowStale: true })).toBe('v');
     expect(b.remote.calls.get).toBe(reads + 1);
     await vi.advanceTimersByTimeAsync(200);
-    expect(b.local.get('k')).toBeUndefined();
+    expect(b.local.get('k')?.value).toBe('v');
     expect(await b.cache.get('k')).toBeUndefined();
+    expect(await getValue(b.cache, 'k', { allowStale: true })).toBeUndefined();
   });
 
   it('does not keep a remote read in L1 when the key was evicted while the read was in flight', async () => {
@@ -715,6 +718,57 @@ describe('fail-safe through a tiered cache', () => {
     await settled(b.cache);
     expect(await getOrComputeWith(a.cache, 'k', options, failing)).toBe('v2');
     expect(failing).toHaveBeenCalledTimes(1);
+  });
+
+  it('with the remote and the source both down, an L1 copy past its grace but within maxStale is the fallback, on the replica that filled and on one that read it', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    const options = {
+      ttl: 1_000,
+      staleWhileRevalidate: 2_000,
+      failSafe: { maxStale: '1h', throttle: 5_000 },
+    } as const;
+    expect(await getOrComputeWith(a.cache, 'k', options, () => 'v1')).toBe('v1');
+    await settled(a.cache);
+    expect(await getOrComputeWith(b.cache, 'k', options, () => 'unused')).toBe('v1');
+    await vi.advanceTimersByTimeAsync(10_000); // past the grace, within localTtl and maxStale
+    store.down = true;
+    const failing = vi.fn(() => {
+      throw new Error('database down');
+    });
+    for (const r of [a, b]) {
+      expect(await getOrComputeWith(r.cache, 'k', options, failing)).toBe('v1');
+      await settled(r.cache);
+      expect(r.counters()?.failSafeActivations).toBe(1);
+      // Re-armed in L1 (the remote write failed): the source is not tried again within the throttle.
+      expect(await getOrComputeWith(r.cache, 'k', options, failing)).toBe('v1');
+    }
+    expect(failing).toHaveBeenCalledTimes(2);
+    // Without fail-safe such a copy is a miss as before: the failure stands.
+    await vi.advanceTimersByTimeAsync(10_000);
+    await expect(getOrComputeWith(b.cache, 'k', { ttl: 1_000 }, failing)).rejects.toThrow('database down');
+  });
+
+  it('with the remote down, an L1 copy past maxStale, or older than localTtl, is no fallback', async () => {
+    const store = new RemoteStore();
+    const a = replica(store, { localTtl: 30_000 });
+    const options = { ttl: 1_000, failSafe: { maxStale: '10s', throttle: 5_000 } } as const;
+    const failing = vi.fn(() => {
+      throw new Error('database down');
+    });
+    expect(await getOrComputeWith(a.cache, 'k', options, () => 'v1')).toBe('v1');
+    await settled(a.cache);
+    await vi.advanceTimersByTimeAsync(11_000); // past freshness + maxStale, still in L1
+    store.down = true;
+    await expect(getOrComputeWith(a.cache, 'k', options, failing)).rejects.toThrow('database down');
+    store.down = false;
+    const long = { ttl: 1_000, failSafe: { maxStale: '1h', throttle: 5_000 } } as const;
+    expect(await getOrComputeWith(a.cache, 'j', long, () => 'v1')).toBe('v1');
+    await settled(a.cache);
+    await vi.advanceTimersByTimeAsync(31_000); // within maxStale, but L1 has dropped it
+    store.down = true;
+    await expect(getOrComputeWith(a.cache, 'j', long, failing)).rejects.toThrow('database down');
   });
 
   it("another replica's setValue, heard a moment after it was made, is a previous value there too", async () => {

@@ -305,6 +305,67 @@ describe('a tiered replica whose Redis stops', () => {
   });
 });
 
+describe('fail-safe on memory in front of a Redis that stops', () => {
+  it('with Redis and the database both down, each replica answers with its L1 copy past the grace', async () => {
+    const server = await startRedisServer();
+    const prefix = randomPrefix('redis-tiered-fail-safe');
+    const options = {
+      ttl: 1_000,
+      staleWhileRevalidate: 200,
+      failSafe: { maxStale: '1h', throttle: 5_000 },
+    } as const;
+    // Two replicas in this process, each with its own client, L1 and name: one fills, one reads.
+    const replicas = ['filler', 'reader'].map((role) => {
+      const client = new Redis(server.url, { maxRetriesPerRequest: 0 });
+      client.on('error', () => {}); // refused connections once the server stops
+      const remote = createRedisCache({ client, prefix, name: `tfs-${role}-remote`, operationTimeout: 200 });
+      const name = `tfs-${role}`;
+      const local = createMemoryCache({ name: `${name}-l1` });
+      const cache = createTieredCache({ local, remote, name });
+      return { client, remote, local, cache, name };
+    });
+    const [filler, reader] = replicas as [(typeof replicas)[0], (typeof replicas)[0]];
+    try {
+      // Both listen on the bus (its first acknowledgement clears L1) once each hears the other.
+      const evictions = (name: string) => statsByCache()[name]?.busEvictions ?? 0;
+      await waitFor(
+        async () => {
+          await setValue(filler.cache, 'probe', 'f', { ttl: 600_000 });
+          await setValue(reader.cache, 'probe', 'r', { ttl: 600_000 });
+          return evictions(filler.name) > 0 && evictions(reader.name) > 0;
+        },
+        { message: 'both replicas to hear each other on the bus' },
+      );
+      // The fill's write has landed once the reader hears its bus message.
+      const heard = evictions(reader.name);
+      expect(await getOrComputeWith(filler.cache, 'k', options, () => 'v1')).toBe('v1');
+      await waitFor(() => evictions(reader.name) > heard, { message: "the fill's bus message" });
+      expect(await getOrComputeWith(reader.cache, 'k', options, () => 'unused')).toBe('v1');
+      expect(filler.local.get('k')?.value).toBe('v1');
+      expect(reader.local.get('k')?.value).toBe('v1');
+      await new Promise((resolve) => setTimeout(resolve, 1_500)); // past freshness and grace
+      await server.stop();
+      let attempts = 0;
+      const failing = () => {
+        attempts++;
+        throw new Error('database down');
+      };
+      for (const { cache, name } of [filler, reader]) {
+        expect(await getOrComputeWith(cache, 'k', options, failing)).toBe('v1');
+        expect(statsByCache()[name]?.failSafeActivations).toBe(1);
+      }
+      expect(attempts).toBe(2);
+    } finally {
+      for (const { cache, remote, client } of replicas) {
+        await cache.close({ timeout: 1_000 });
+        await remote.close();
+        client.disconnect();
+      }
+      await server.stop();
+    }
+  });
+});
+
 describe('localTtl on a memory L1 in front of Redis', () => {
   it('serves an L1 copy localTtl at most, though the memory cache reads its expiry clock once a second', async () => {
     const client = new Redis((await testRedis()).url);
