@@ -119,6 +119,8 @@ export interface GetOrComputeOptions {
    * envelope's freshness and stale-while-revalidate times do not change: past them the value is a
    * miss, and only a failing fill falls back on it). An invalidated key never comes back through
    * fail-safe. The options of the call that starts a fill decide for every caller of that fill.
+   * A `ttl` of 0 without `staleWhileRevalidate` writes an entry that is already expired, which every
+   * adapter takes for a removal: such a key keeps no previous value (give it a `ttl` of 1 ms or more).
    * @default undefined (off)
    */
   failSafe?: boolean | FailSafeOptions | undefined;
