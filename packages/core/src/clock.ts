@@ -189,13 +189,22 @@ function engage(c: CoarseClock): void {
  * exchange and a notify, only when the thread sleeps; a thread that ended is not started here (that
  * costs milliseconds of the caller's time and some 10 MB). Unless hits keep coming at the
  * {@link DISENGAGE_BEATS} rate, the thread goes back to sleep a second later.
+ *
+ * The thread takes tens of microseconds to be scheduled, about as long as a burst of 500 stale
+ * reads takes: so the waker writes the time itself (one clock reading), as the thread would on
+ * waking, and the burst reads it instead of the real clock. The thread, running from the exchange
+ * on, keeps it current; one that never ran would be caught as any stalled thread is, by the next
+ * sample's lag check.
  */
 export function wakeClockThread(): void {
   const c = clock;
   // Under a replaced Date.now (fake timers) the thread's time is not read anyway.
   if (!c.enabled || Date.now !== c.native) return;
   const control = c.control;
-  if (Atomics.compareExchange(control, STATE, IDLE, RUNNING) === IDLE) Atomics.notify(control, STATE);
+  if (Atomics.compareExchange(control, STATE, IDLE, RUNNING) === IDLE) {
+    c.seconds[0] = Math.floor(Date.now() / 1000);
+    Atomics.notify(control, STATE);
+  }
 }
 
 /**
