@@ -9,6 +9,7 @@ import { createEntry } from '../src/adapter.js';
 import { EXITED, IDLE, RUNNING, STATE } from '../src/clock.js';
 import { type Cache, type CacheEntry, getOrComputeWith, stats } from '../src/node.js';
 import { shared } from '../src/shared.js';
+import { countingClockReads } from './clock-reads.js';
 import { deferred } from './helpers.js';
 
 const clock = shared.clock as NonNullable<typeof shared.clock>;
@@ -32,25 +33,6 @@ function mapCache(entries: Map<string, CacheEntry>): Cache {
       entries.delete(key);
     },
   };
-}
-
-/** Calls `run` with `Date.now` counted (and taken for the native one by the coarse clock). */
-function countingClockReads(run: () => void): number {
-  const native = Date.now;
-  let reads = 0;
-  const counting = (): number => {
-    reads++;
-    return native();
-  };
-  Date.now = counting;
-  clock.native = counting;
-  try {
-    run();
-  } finally {
-    Date.now = native;
-    clock.native = native;
-  }
-  return reads;
 }
 
 it('a refresh that wakes a sleeping thread writes the time itself: the burst after it reads no clock', async () => {

@@ -28,6 +28,7 @@ import {
   stats,
 } from '../src/node.js';
 import { shared } from '../src/shared.js';
+import { countingClockReads } from './clock-reads.js';
 import { deferred, testCache } from './helpers.js';
 
 const clock = shared.clock as NonNullable<typeof shared.clock>;
@@ -295,25 +296,6 @@ describe('stale-while-revalidate with the coarse clock', () => {
     await engage();
     if (asleep) await sleepThread();
     resetStats();
-  }
-
-  /** Calls `run` with `Date.now` counted (and taken for the native one by the coarse clock). */
-  function countingClockReads(run: () => void): number {
-    const native = Date.now;
-    let reads = 0;
-    const counting = (): number => {
-      reads++;
-      return native();
-    };
-    Date.now = counting;
-    clock.native = counting;
-    try {
-      run();
-    } finally {
-      Date.now = native;
-      clock.native = native;
-    }
-    return reads;
   }
 
   it('the reads during a refresh take the thread time, also in the second the entry expired in', async () => {
