@@ -423,7 +423,9 @@ function earlyRefreshBeta(option: unknown): number {
  * The options object last resolved, what it held then, and what it resolved to. A call site that
  * passes the same object every time (the usual `const options = {...}` beside a hot read) skips the
  * validation: every field, and the fields of its nested `failSafe` / `earlyRefresh` objects and its
- * `tags`, is compared with what it held, so an object changed in place since is resolved again.
+ * `tags`, is compared with what it held, and so are the names of the fields the objects have (an
+ * added one, say a misspelt option, must be refused), so an object changed in place since is
+ * resolved again.
  */
 interface Remembered {
   readonly source: GetOrComputeOptions;
@@ -445,10 +447,34 @@ interface Remembered {
   readonly maxStale: unknown;
   readonly throttle: unknown;
   readonly softTimeout: unknown;
+  /** The names of the object's enumerable fields, in order (an added one, say a misspelt option, must be refused). */
+  readonly keys: readonly string[];
+  /** Likewise for the nested `failSafe` and `earlyRefresh` objects, when they are objects. */
+  readonly failSafeKeys: readonly string[] | undefined;
+  readonly earlyRefreshKeys: readonly string[] | undefined;
   readonly resolved: ResolvedOptions;
 }
 
 let remembered: Remembered | undefined;
+
+/** The names `for...in` gives for `bag` (what {@link checkKnownKeys} walks), or `undefined` for a non-object. */
+function keysOf(bag: unknown): string[] | undefined {
+  if (typeof bag !== 'object' || bag === null) return undefined;
+  const keys: string[] = [];
+  for (const key in bag) keys.push(key);
+  return keys;
+}
+
+/** Whether `for...in` over `bag` gives exactly `keys`, in order (no allocation). */
+function sameKeys(bag: unknown, keys: readonly string[] | undefined): boolean {
+  if (keys === undefined) return true;
+  let i = 0;
+  for (const key in bag as object) {
+    if (key !== keys[i]) return false;
+    i++;
+  }
+  return i === keys.length;
+}
 
 function nested(option: unknown, field: 'beta' | 'maxStale' | 'throttle'): unknown {
   return typeof option === 'object' && option !== null
@@ -471,14 +497,19 @@ function holdsSame(options: GetOrComputeOptions, known: Remembered): boolean {
     options.tags !== known.tags ||
     options.checkValue !== known.checkValue ||
     options.failSafe !== known.failSafe ||
-    options.softTimeout !== known.softTimeout
+    options.softTimeout !== known.softTimeout ||
+    !sameKeys(options, known.keys)
   ) {
     return false;
   }
-  if (known.earlyRefresh !== undefined && nested(options.earlyRefresh, 'beta') !== known.beta) return false;
+  if (known.earlyRefresh !== undefined) {
+    if (nested(options.earlyRefresh, 'beta') !== known.beta) return false;
+    if (!sameKeys(options.earlyRefresh, known.earlyRefreshKeys)) return false;
+  }
   if (known.failSafe !== undefined) {
     if (nested(options.failSafe, 'maxStale') !== known.maxStale) return false;
     if (nested(options.failSafe, 'throttle') !== known.throttle) return false;
+    if (!sameKeys(options.failSafe, known.failSafeKeys)) return false;
   }
   const list = known.tagList;
   if (list !== undefined) {
@@ -518,6 +549,9 @@ export function resolveOptionsOnce(options: GetOrComputeOptions): ResolvedOption
     maxStale: nested(options.failSafe, 'maxStale'),
     throttle: nested(options.failSafe, 'throttle'),
     softTimeout: options.softTimeout,
+    keys: keysOf(options) ?? [],
+    failSafeKeys: keysOf(options.failSafe),
+    earlyRefreshKeys: keysOf(options.earlyRefresh),
     resolved,
   };
   return resolved;

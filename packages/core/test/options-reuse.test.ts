@@ -62,6 +62,18 @@ describe('an options object reused across calls', () => {
     ['failSafe.maxStale', (o: Bag) => ((o.failSafe as Bag).maxStale = -1)],
     ['failSafe.throttle', (o: Bag) => ((o.failSafe as Bag).throttle = 0)],
     ['earlyRefresh.beta', (o: Bag) => ((o.earlyRefresh as Bag).beta = 0)],
+    // A misspelt option added later: ignored, it would drop the protection it asked for.
+    ['fillTimout', (o: Bag) => (o.fillTimout = 5)],
+    ['failSafe.maxStal', (o: Bag) => ((o.failSafe as Bag).maxStal = '2h')],
+    ['earlyRefresh.bta', (o: Bag) => ((o.earlyRefresh as Bag).bta = 2)],
+    // One unknown field in place of a known one that held `undefined`: as many fields as before.
+    [
+      'distributedFilLock',
+      (o: Bag) => {
+        delete o.waitUntil;
+        o.distributedFilLock = true;
+      },
+    ],
   ])('%s changed in place to a bad value is refused on the next call, naming it', async (name, change) => {
     const cache = testCache();
     const options: Bag = {
@@ -74,7 +86,7 @@ describe('an options object reused across calls', () => {
       fillTimeout: 1_000,
       softTimeout: 100,
       signal: new AbortController().signal,
-      waitUntil: () => {},
+      waitUntil: name === 'distributedFilLock' ? undefined : () => {},
       checkValue: () => true,
       tags: ['a'],
       failSafe: { maxStale: '1h', throttle: '1s' },
