@@ -132,12 +132,14 @@ const PREFIX_V2_TAGGED = 's2t|';
 
 // `%`, the envelope's separators and Redis Cluster's hash-tag braces, and lone surrogates (UTF-8 has
 // no bytes for them: clients would turn each into U+FFFD and two tags would collide).
-const TAG_UNSAFE = /[%|,{}]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const TAG_UNSAFE = /[%|,{}\r\n]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
- * A tag as the envelope writes it: `%`, `|`, `,`, `{` and `}` percent-encoded (lone surrogates as
- * `%uXXXX`). Injective, and safe inside a Redis key's hash tag, so a Redis-protocol adapter names a
- * tag's key from this text as it stands in the envelope (its Lua read needs no decoding).
+ * A tag as the envelope writes it: `%`, `|`, `,`, `{`, `}`, CR and LF percent-encoded (lone
+ * surrogates as `%uXXXX`). Injective, and safe inside a Redis key's hash tag, so a Redis-protocol
+ * adapter names a tag's key from this text as it stands in the envelope (its Lua read needs no
+ * decoding); and on one line, so it travels intact through a line-based stream (Upstash's pub/sub is
+ * server-sent events). The tiered cache's bus writes keys the same way.
  *
  * @example
  * encodeTag('user|42,{a}') // 'user%7C42%2C%7Ba%7D'

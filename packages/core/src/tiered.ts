@@ -105,9 +105,10 @@ interface Pending {
 }
 
 /**
- * Bus message kinds: `k` evicts one key (`<origin>|k|<key>`); `t` invalidates tags in L1
- * (`<origin>|t|<tag>,<tag>`, each tag as `encodeTag` writes it, so neither `|` nor `,` appears in
- * one); `a` acknowledges a message (`<origin>|a|<sender>`). A sender that waits for
+ * Bus message kinds: `k` evicts one key (`<origin>|k|<key>`, the key as `encodeTag` writes a tag,
+ * so that no message has a line break in it: Upstash's pub/sub is a line-based stream); `t`
+ * invalidates tags in L1 (`<origin>|t|<tag>,<tag>`, each tag as `encodeTag` writes it, so neither
+ * `|` nor `,` appears in one); `a` acknowledges a message (`<origin>|a|<sender>`). A sender that waits for
  * acknowledgements writes `<origin>.<sequence>` as its origin, and every replica that has applied
  * the message answers with an `a` naming that sender (a replica of an older version compares the
  * whole field with its own origin, so it still applies the message; it only does not answer).
@@ -367,7 +368,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       awaiting.delete(sender);
     }
   };
-  const publishEviction = (key: string, confirm = false): Promise<void> => send(EVICT_KEY, key, key, confirm);
+  const publishEviction = (key: string, confirm = false): Promise<void> =>
+    send(EVICT_KEY, encodeTag(key), key, confirm);
 
   // L1 checks an entry's tags on read (the memory cache does). A local cache that cannot invalidate
   // tags is cleared instead: more misses, never an invalidated value served.
@@ -424,7 +426,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       if (waiter !== undefined && ++waiter.heard >= waiter.expected) waiter.done();
     } else if (kind === EVICT_KEY) {
       counters.busEvictions++;
-      const key = text.slice(second + 1);
+      const key = decodeTag(text.slice(second + 1));
       // A change that waits for acknowledgements (invalidate, delete, setValue; not a fill's write)
       // also stops this process's fill or read of the key in flight from answering later callers.
       if (dot !== -1) supersedeHere((state) => supersedeFlights(state, key));

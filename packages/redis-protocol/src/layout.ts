@@ -618,8 +618,9 @@ export const ANNOUNCED_PREFIX = 'filled|';
  * trip: the guarded write (refused, as ever, by a newer entry or tombstone), then the lock's
  * compare-and-delete (only this token's lock: a lapsed holder never frees the next one's), then the
  * announcement. The announcement carries what a read of the key gives now (`filled|<token>|<text>`,
- * the written entry or the newer one that refused it, tags checked) when that fits in ARGV[8] bytes,
- * else the bare `filled`. Returns 1 when written, 0 when refused.
+ * the written entry or the newer one that refused it, tags checked) when that fits in ARGV[8] bytes
+ * and is on one line (Upstash's pub/sub is a line-based stream: a serializer's line break would cut
+ * the message there), else the bare `filled`. Returns 1 when written, 0 when refused.
  */
 export const COMMIT_LUA = `
 ${VISIBLE_LUA}
@@ -631,7 +632,8 @@ if redis.call('GET', KEYS[2]) == ARGV[5] then redis.call('DEL', KEYS[2]) end
 if ARGV[6] ~= '' then
   local message = ARGV[6]
   local v = redis.call('GET', KEYS[1])
-  if v and #v <= tonumber(ARGV[8]) and string.sub(v, 1, 2) ~= 't|' and visible(v, ARGV[7]) then
+  if v and #v <= tonumber(ARGV[8]) and string.sub(v, 1, 2) ~= 't|' and not string.find(v, '[\\r\\n]')
+      and visible(v, ARGV[7]) then
     message = '${ANNOUNCED_PREFIX}' .. ARGV[5] .. '|' .. v
   end
   redis.call('PUBLISH', KEYS[3], message)

@@ -1,18 +1,16 @@
 import { type CacheBus, type CacheBusHandlers, runsIsolatedRequests } from '@stampede/core/adapter';
 import { callSafely, type OperationRunner } from '@stampede/redis-protocol';
-import type { UpstashSubscription as BusSubscription, Subscribe } from './push-wake-up.js';
+import {
+  type UpstashSubscription as BusSubscription,
+  publishedText,
+  type Subscribe,
+} from './push-wake-up.js';
 
 type Publish = (channel: string, message: string) => Promise<unknown>;
 
 /** First and longest wait before a failed stream is opened again, in ms. */
 const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 5_000;
-
-// With `automaticDeserialization` the client hands over `JSON.parse` of a message when that
-// succeeds; bus messages are text, so a parsed value is turned back into its text.
-function textOf(message: unknown): string {
-  return typeof message === 'string' ? message : JSON.stringify(message);
-}
 
 /**
  * The invalidation bus on `channel` through `client`: PUBLISH over REST, and one server-sent-event
@@ -92,8 +90,10 @@ function listen(
       retryIn = RETRY_FIRST_MS;
       if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
     });
-    subscription.on('message', ({ message }) => {
-      if (!stopped && current === subscription) callSafely(() => handlers.message(textOf(message)));
+    subscription.on('message', (event) => {
+      if (stopped || current !== subscription) return;
+      const text = publishedText(channel, event);
+      if (text !== undefined) callSafely(() => handlers.message(text));
     });
     subscription.on('error', () => {
       if (stopped || current !== subscription) return;

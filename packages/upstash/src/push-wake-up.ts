@@ -17,6 +17,32 @@ export interface UpstashSubscription {
 export type Subscribe = (channels: string | string[]) => UpstashSubscription;
 
 /**
+ * The text of a message a stream subscribed to `channel` received, as it was published; `undefined`
+ * for one that is not on `channel`. The client splits a stream's `message,<channel>,<text>` at its
+ * first two commas, so a channel with commas in its name (a key's, a prefix's) leaves the rest of
+ * the name at the head of the message. With `automaticDeserialization` the client hands over
+ * `JSON.parse` of the text when that succeeds; a parsed value is turned back into its text.
+ */
+export function publishedText(
+  channel: string,
+  event: { channel: string; message: unknown },
+): string | undefined {
+  const text = typeof event.message === 'string' ? event.message : JSON.stringify(event.message);
+  if (event.channel === channel) return text;
+  const whole = `${event.channel},${text}`;
+  return whole.startsWith(`${channel},`) ? whole.slice(channel.length + 1) : undefined;
+}
+
+/**
+ * Whether `channel` survives the client's stream: it splits the stream into lines at each LF and
+ * keeps only what follows `data: ` on a line, so a channel with a line break in its name would
+ * reach it cut, and nothing on it would be heard.
+ */
+export function onOneLine(text: string): boolean {
+  return !/[\r\n]/.test(text);
+}
+
+/**
  * Reads a message of the `:done` channel (`decodeAnnouncement` of the protocol cache). The release
  * script publishes the bare words `filled` / `failed`, a commit `filled|<token>|<stored text>`; a
  * client with `automaticDeserialization` tries `JSON.parse` on them and keeps the text when that
@@ -44,7 +70,8 @@ export function listenForFillDone(
   decode: AnnouncementDecoder,
 ): () => void {
   const subscribe = (client as { subscribe?: unknown }).subscribe;
-  if (typeof subscribe !== 'function') return () => {};
+  // A key with a line break in it: its channel could not be heard, and the waiter polls.
+  if (typeof subscribe !== 'function' || !onOneLine(channel)) return () => {};
   let subscription: UpstashSubscription;
   try {
     // The client puts the channel into the URL path as it is: encoded here, a key with `/`, `?`,
@@ -66,9 +93,11 @@ export function listenForFillDone(
   subscription.on('subscribe', () => {
     if (!stopped && ready !== undefined) callSafely(ready);
   });
-  subscription.on('message', ({ message }) => {
+  subscription.on('message', (event) => {
     if (stopped) return;
-    const heard = decode(message);
+    const text = publishedText(channel, event);
+    if (text === undefined) return;
+    const heard = decode(text);
     if (heard !== undefined) callSafely(() => listener(heard.outcome, heard.announced));
   });
   // The request failed (HTTP error, network): nothing will arrive; the waiter polls on.

@@ -20,7 +20,7 @@ import {
 import { createUpstashBus } from './bus.js';
 import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
 import { redactCommand, UpstashCacheError } from './errors.js';
-import { listenForFillDone } from './push-wake-up.js';
+import { listenForFillDone, onOneLine } from './push-wake-up.js';
 
 /** Options of {@link createUpstashCache}. */
 export interface UpstashCacheOptions {
@@ -31,7 +31,8 @@ export interface UpstashCacheOptions {
   client: UpstashClient;
   /**
    * Put before every key name this cache writes; two caches with different prefixes never see each
-   * other's entries.
+   * other's entries. No line break (CR or LF) in it: Upstash's pub/sub is a line-based stream, and
+   * the prefix's channels could not be heard (a `TypeError`).
    * @default 'stampede:'
    */
   prefix?: string | undefined;
@@ -155,6 +156,11 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     'upstash',
     ['client', 'waitUntil', 'pushWakeUp', 'lockClient'],
   );
+  if (!onOneLine(prefix)) {
+    throw new TypeError(
+      "options.prefix must not contain a line break (CR or LF): Upstash's pub/sub is a line-based stream, so the prefix's channels (push wake-up, the invalidation bus) could not be heard",
+    );
+  }
   const createError = (...args: ConstructorParameters<typeof UpstashCacheError>): UpstashCacheError =>
     new UpstashCacheError(...args);
   const operations = createOperationRunner({

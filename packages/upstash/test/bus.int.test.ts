@@ -1,5 +1,16 @@
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
-import { waitFor } from '@stampede/test-support';
+import {
+  createTieredCache,
+  getValue,
+  invalidate,
+  invalidateTag,
+  setValue,
+  statsByCache,
+} from '@stampede/core';
+import { createMemoryCache } from '@stampede/memory';
+import { createRedisCache } from '@stampede/redis';
+import { testRedis, waitFor } from '@stampede/test-support';
+import { Redis as IORedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUpstashCache } from '../src/index.js';
 import { type Harness, startHarness, upstashClient } from './harness.js';
@@ -99,6 +110,68 @@ describe('the Upstash invalidation bus', () => {
       expect(heard.map(([, text]) => text)).toEqual(['origin|k|{"json":1}', 'origin|k|{"json":1}']);
     } finally {
       for (const stop of stops) stop?.();
+    }
+  });
+
+  // The client splits a stream's `message,<channel>,<text>` at its first two commas.
+  it('hears each message as published on a prefix with commas in it', async () => {
+    const prefix = `${h.nextPrefix()}a,b,`;
+    const a = createUpstashCache({ client: h.client(), prefix });
+    const b = createUpstashCache({ client: h.client({ automaticDeserialization: false }), prefix });
+    const heard: string[] = [];
+    let acks = 0;
+    const stops = [a, b].map((cache) =>
+      cache.bus?.subscribe({ message: (text) => heard.push(text), subscribed: () => acks++ }),
+    );
+    try {
+      await waitFor(() => acks === 2, { timeout: 5_000 });
+      await a.bus?.publish('origin|k|x,y');
+      await waitFor(() => heard.length === 2, { timeout: 5_000 });
+      expect(heard).toEqual(['origin|k|x,y', 'origin|k|x,y']);
+    } finally {
+      for (const stop of stops) stop?.();
+    }
+  });
+
+  it('an ioredis replica invalidating a key or a tag with line breaks in it evicts it from an Upstash replica L1', async () => {
+    const prefix = h.nextPrefix();
+    const client = new IORedis((await testRedis()).url);
+    const io = createTieredCache({
+      local: createMemoryCache({ name: 'bus-lines-io-l1' }),
+      remote: createRedisCache({ client, prefix, name: 'bus-lines-io-remote' }),
+      name: 'bus-lines-io',
+    });
+    const up = createTieredCache({
+      local: createMemoryCache({ name: 'bus-lines-up-l1' }),
+      remote: createUpstashCache({ client: h.client(), prefix, name: 'bus-lines-up-remote' }),
+      name: 'bus-lines-up',
+    });
+    try {
+      // Both listen once each hears the other.
+      const evictions = (name: string) => statsByCache()[name]?.busEvictions ?? 0;
+      await waitFor(
+        async () => {
+          await setValue(io, 'probe', 'io', { ttl: 60_000 });
+          await setValue(up, 'probe', 'up', { ttl: 60_000 });
+          return evictions('bus-lines-io') > 0 && evictions('bus-lines-up') > 0;
+        },
+        { timeout: 10_000, message: 'both replicas to hear each other on the bus' },
+      );
+      const options = { ttl: 60_000, tags: ['t\r\n1'] };
+      for (const key of ['x\ny', 'x\r\ny,z']) {
+        await setValue(io, key, 'v1', options);
+        expect(await getValue(up, key)).toBe('v1'); // now in the Upstash replica's L1
+        await invalidate(io, key);
+        expect(await getValue(up, key)).toBeUndefined();
+      }
+      await setValue(io, 'tagged', 'v1', options);
+      expect(await getValue(up, 'tagged')).toBe('v1');
+      await invalidateTag(io, 't\r\n1');
+      expect(await getValue(up, 'tagged')).toBeUndefined();
+    } finally {
+      await io.close();
+      await up.close();
+      client.disconnect();
     }
   });
 });

@@ -27,6 +27,12 @@ describe('createUpstashCache options', () => {
 
   it('names the other options at fault', () => {
     expect(create({ client, prefix: 1 })).toThrow(/options\.prefix must be a string/);
+    expect(create({ client, prefix: 'app\n' })).toThrow(
+      new TypeError(
+        "options.prefix must not contain a line break (CR or LF): Upstash's pub/sub is a line-based stream, so the prefix's channels (push wake-up, the invalidation bus) could not be heard",
+      ),
+    );
+    expect(create({ client, prefix: 'app\r:' })).toThrow(/options\.prefix must not contain a line break/);
     expect(create({ client, name: '' })).toThrow(/options\.name/);
     expect(create({ client, serializer: {} })).toThrow(/options\.serializer/);
     expect(create({ client, operationTimeout: 'soon' })).toThrow(/options\.operationTimeout/);

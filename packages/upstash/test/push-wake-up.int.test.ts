@@ -117,6 +117,12 @@ describe.each([
     await loserWokenByHolder(holder, loser, 'a{b}c/d?e=1#f%7B g%');
   });
 
+  // The client splits a stream's `message,<channel>,<message>` at its first two commas.
+  it('wakes a loser on a key with commas in it', async () => {
+    const [holder, loser] = replicas(mode);
+    await loserWokenByHolder(holder, loser, 'a,b,,c');
+  });
+
   it('calls ready once the subscription is acknowledged, then hears each outcome until stopped', async () => {
     const [holder, listener] = replicas(mode);
     const { channel } = upstashKeys(listener.prefix, 'k');
@@ -149,6 +155,46 @@ describe.each([
     await lock?.release('filled');
     stop();
     expect(heard).toEqual(['filled', 'failed']);
+  });
+});
+
+describe('messages the stream could cut (it is split into lines at each LF)', () => {
+  const options = { ttl: 60_000, distributedFillLock: true, lockPollInterval: 50, lockWaitTimeout: 10_000 };
+
+  /** `holder` fills `key` (150 ms) while `loser` waits on the lock: the loser's answer. */
+  async function loserAnswer(holder: UpstashCache, loser: UpstashCache, key: string, value: unknown) {
+    const holding = getOrComputeWith(holder, key, options, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      return value;
+    });
+    await until('the holder to take the lock', () => stats().lockAcquired === 1);
+    const waiting = getOrComputeWith(loser, key, options, () => 'from the loser');
+    expect(await holding).toEqual(value);
+    return waiting;
+  }
+
+  it('a value whose stored text has line breaks (a line-based serializer) reaches the loser whole', async () => {
+    const lines = {
+      stringify: (value: unknown) =>
+        Object.entries(value as Record<string, string>)
+          .map(([k, v]) => `${k}=${v}`)
+          .join('\r\n'),
+      parse: (text: string) => Object.fromEntries(text.split('\r\n').map((line) => line.split('='))),
+    };
+    const prefix = h.nextPrefix();
+    const [holder, loser] = [1, 2].map(() =>
+      createUpstashCache({ client: h.client(), prefix, serializer: lines }),
+    );
+    const value = { a: 'x', b: 'y', c: 'z' };
+    expect(await loserAnswer(holder as UpstashCache, loser as UpstashCache, 'k', value)).toEqual(value);
+    expect(stats().lockWaitHits).toBe(1);
+  });
+
+  it('a key with a line break: the loser opens no stream and polls for the value', async () => {
+    const [holder, loser] = replicas();
+    const opened = h.server.stats().subscriptions;
+    expect(await loserAnswer(holder, loser, 'new\nline', 'from the holder')).toBe('from the holder');
+    expect(h.server.stats().subscriptions).toBe(opened);
   });
 });
 
