@@ -1,5 +1,6 @@
 import type { CacheEntry } from './cache.js';
 import { createEntry } from './entry.js';
+import { kindOf } from './errors.js';
 
 /**
  * Turns values into text and back, for caches that store text (Redis, Upstash). The shape of the
@@ -233,7 +234,7 @@ export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption =
  */
 export function decodeEnvelope(text: unknown, serializer: SerializerOption = jsonSerializer): CacheEntry {
   if (typeof text !== 'string')
-    throw new TypeError(`stampede envelope: expected a string, got ${typeof text}`);
+    throw new TypeError(`stampede envelope: expected a string, got ${kindOf(text)}`);
   let withDelta: boolean;
   let tagged: boolean;
   let at: number;

@@ -17,7 +17,7 @@ export function toTags(option: unknown, name: string): readonly string[] | undef
   for (const tag of option) {
     if (typeof tag !== 'string' || tag.length === 0) {
       throw new TypeError(
-        `${name} must be an array of non-empty strings; it holds ${tag === '' ? 'an empty string' : typeof tag}`,
+        `${name} must be an array of non-empty strings; it holds ${tag === '' ? 'an empty string' : kindOf(tag)}`,
       );
     }
   }
@@ -58,7 +58,9 @@ export function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): v
  */
 export async function invalidateTag(cache: Cache, tag: string): Promise<void> {
   if (typeof tag !== 'string' || tag.length === 0) {
-    throw new TypeError(`tag must be a non-empty string; got ${tag === '' ? 'an empty string' : typeof tag}`);
+    throw new TypeError(
+      `tag must be a non-empty string; got ${tag === '' ? 'an empty string' : kindOf(tag)}`,
+    );
   }
   await invalidateTags(cache, [tag]);
 }

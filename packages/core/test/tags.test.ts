@@ -133,6 +133,14 @@ describe('tags: bad input, before any I/O', () => {
     await expect(invalidateTag(cache, 7 as never)).rejects.toThrow(TypeError);
     await expect(invalidateTags(cache, 'ab' as never)).rejects.toThrow(/^tags must be an array/);
     await expect(invalidateTags(cache, ['ok', ''])).rejects.toThrow(/^tags must be an array/);
+    // `null` and arrays are named as such, as everywhere else (not 'object').
+    await expect(invalidateTag(cache, null as never)).rejects.toThrow(
+      new TypeError('tag must be a non-empty string; got null'),
+    );
+    await expect(invalidateTags(cache, ['ok', null] as never)).rejects.toThrow(
+      new TypeError('tags must be an array of non-empty strings; it holds null'),
+    );
+    await expect(invalidateTags(cache, [['a']] as never)).rejects.toThrow(/it holds array$/);
     expect(spy).not.toHaveBeenCalled();
   });
 

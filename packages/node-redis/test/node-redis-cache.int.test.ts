@@ -35,6 +35,31 @@ async function namedClient() {
   return { client, name };
 }
 
+describe('the fill lock', () => {
+  // node-redis's encoder threw on the missing argument where no caller could catch it: the process
+  // ended with an uncaught TypeError.
+  it('refuses a release with no outcome (a TypeError), and leaves the lock to a good release', async () => {
+    const client = await connectedClient();
+    const prefix = randomPrefix('node-redis-bad-release');
+    const cache = createNodeRedisCache({ client, prefix });
+    try {
+      const lock = await cache.tryAcquireFillLock?.('k', 2_000);
+      await expect(lock?.release(undefined as never)).rejects.toThrow(
+        new TypeError("outcome must be 'filled' or 'failed'; got undefined"),
+      );
+      expect(await cache.tryAcquireFillLock?.('k', 2_000)).toBeUndefined();
+      await lock?.release('filled');
+      const again = await cache.tryAcquireFillLock?.('k', 2_000);
+      expect(again).toBeDefined();
+      await again?.release('failed');
+    } finally {
+      await cache.close();
+      await deletePrefixWith(client, prefix);
+      client.destroy();
+    }
+  });
+});
+
 describe('createNodeRedisCache options', () => {
   it('applies the shared defaults and names itself node-redis', async () => {
     const client = await connectedClient();

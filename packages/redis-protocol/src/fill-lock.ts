@@ -5,6 +5,7 @@ import type {
   FillOutcome,
   MaybePromise,
 } from '@stampede/core/adapter';
+import { kindOf } from '@stampede/core/adapter';
 import { isPermissionError } from './access.js';
 import type { RedisProtocolContext } from './context.js';
 import { ANNOUNCED_VALUE_LIMIT, pxArgument, remoteKeys, type WriteGuardArgs } from './layout.js';
@@ -67,6 +68,11 @@ export function fillLockHandle(
   };
   const handle: FillLock = {
     async release(outcome: FillOutcome): Promise<void> {
+      // Checked before anything is sent: a client's encoder may throw on a missing argument where
+      // no caller can catch it. A bad call leaves the lock to a good one.
+      if (outcome !== 'filled' && outcome !== 'failed') {
+        throw new TypeError(`outcome must be 'filled' or 'failed'; got ${kindOf(outcome)}`);
+      }
       if (released) return;
       released = true;
       await operations.keepAlive(releaseOnce(outcome));

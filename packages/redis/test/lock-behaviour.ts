@@ -46,6 +46,19 @@ export function describeLockBehaviour(name: string, setup: LockSetup): void {
       await Promise.all(caches.map((cache) => cache.close()));
     });
 
+    it('refuses a release with no outcome (a TypeError), and leaves the lock to a good release', async () => {
+      const cache = await newCache();
+      const client = await setup.client();
+      const lockKey = redisKeys(setup.prefix, 'bad-release').lock;
+      const lock = await cache.tryAcquireFillLock?.('bad-release', 2_000);
+      await expect(lock?.release(undefined as never)).rejects.toThrow(
+        new TypeError("outcome must be 'filled' or 'failed'; got undefined"),
+      );
+      expect(await client.get(lockKey)).not.toBeNull();
+      await lock?.release('filled');
+      expect(await client.get(lockKey)).toBeNull();
+    });
+
     it('cannot be released or extended by a foreign token', async () => {
       const cache = await newCache();
       const client = await setup.client();
