@@ -176,16 +176,22 @@ export function hasListeners(): boolean {
 }
 
 /**
- * Registers a listener for every {@link StampedeEvent} in this process.
+ * Registers a listener for every {@link StampedeEvent} in this process. A listener that throws, or
+ * returns a promise that rejects (an `async` listener), never fails a request: it is said once on the
+ * console and stays registered.
  *
- * @returns a function that removes the listener
+ * @returns a function that removes this registration (calling it again does nothing; a listener
+ *   registered twice is called twice until both are removed)
  * @example
  * const off = onStampedeEvent((e) => { if (e.type === 'fill') console.log(e.key, e.durationMs) });
  */
 export function onStampedeEvent(listener: StampedeListener): () => void {
   if (typeof listener !== 'function') throw new TypeError('listener must be a function');
   listeners.push(listener);
+  let registered = true;
   return () => {
+    if (!registered) return;
+    registered = false;
     const at = listeners.indexOf(listener);
     if (at !== -1) listeners.splice(at, 1);
   };
@@ -194,19 +200,37 @@ export function onStampedeEvent(listener: StampedeListener): () => void {
 /** Sends `event` to every listener. */
 export function emit(event: StampedeEvent): void {
   for (const listener of listeners.slice()) {
+    let returned: unknown;
     try {
-      listener(event);
+      returned = listener(event);
     } catch (error) {
-      // A listener's bug must never fail the request that produced the event, nor go unseen (a
-      // metrics listener that throws would leave its figures silently wrong): said once per listener,
-      // on the console only (a `warning` event would go back to the listener that threw).
-      if (warnedListeners.has(listener)) continue;
-      warnedListeners.add(listener);
-      console.warn(
-        `stampede: an onStampedeEvent listener threw on a '${event.type}' event (${messageOf(error)}); it stays registered, and its later errors are not reported.`,
+      listenerFailed(listener, event, 'threw', error);
+      continue;
+    }
+    // An async listener's rejection would otherwise be an unhandled rejection: the process ends.
+    if (
+      typeof returned === 'object' &&
+      returned !== null &&
+      typeof (returned as PromiseLike<unknown>).then === 'function'
+    ) {
+      Promise.resolve(returned).then(undefined, (error: unknown) =>
+        listenerFailed(listener, event, 'rejected', error),
       );
     }
   }
+}
+
+/**
+ * A listener's bug must never fail the request that produced the event, nor go unseen (a metrics
+ * listener that throws would leave its figures silently wrong): said once per listener, on the
+ * console only (a `warning` event would go back to the listener that threw).
+ */
+function listenerFailed(listener: StampedeListener, event: StampedeEvent, how: string, error: unknown): void {
+  if (warnedListeners.has(listener)) return;
+  warnedListeners.add(listener);
+  console.warn(
+    `stampede: an onStampedeEvent listener ${how} on a '${event.type}' event (${messageOf(error)}); it stays registered, and its later errors are not reported.`,
+  );
 }
 
 const warnedListeners = new WeakSet<StampedeListener>();

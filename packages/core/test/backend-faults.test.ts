@@ -100,4 +100,55 @@ describe('backend faults never fail a call whose fill succeeds', () => {
       warn.mockRestore();
     }
   });
+
+  it('an async listener that rejects never fails a request nor the process, and is said once', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const bad = onStampedeEvent(async () => {
+      throw new Error('async listener bug');
+    });
+    try {
+      const cache = testCache();
+      cache.get = () => {
+        throw new Error('down');
+      };
+      expect(await getOrCompute(cache, 'k', 1_000, () => 1)).toBe(1);
+      expect(await getOrCompute(cache, 'k2', 1_000, () => 2)).toBe(2);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(unhandled).toEqual([]);
+      const said = warn.mock.calls
+        .map(([message]) => String(message))
+        .filter((m) => m.includes('listener rejected'));
+      expect(said).toEqual([
+        "stampede: an onStampedeEvent listener rejected on a 'backend-error' event (async listener bug); it stays registered, and its later errors are not reported.",
+      ]);
+    } finally {
+      bad();
+      process.off('unhandledRejection', onUnhandled);
+      warn.mockRestore();
+    }
+  });
+
+  it('an unsubscribe called twice removes its own registration only', async () => {
+    let seen = 0;
+    const listener = (event: { type: string }) => {
+      if (event.type === 'backend-error') seen++;
+    };
+    const offA = onStampedeEvent(listener);
+    const offB = onStampedeEvent(listener);
+    try {
+      offA();
+      offA();
+      const cache = testCache();
+      cache.get = () => {
+        throw new Error('down');
+      };
+      await getOrCompute(cache, 'k', 1_000, () => 1);
+      expect(seen).toBe(1); // B's registration still hears the backend-error event
+    } finally {
+      offB();
+    }
+  });
 });
