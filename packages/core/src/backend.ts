@@ -71,11 +71,27 @@ export function sharedRead(
   const { reads } = state;
   if (reads.size !== 0) {
     const pending = reads.get(key);
-    if (pending !== undefined) return pending;
+    if (pending !== undefined)
+      return state.localTier === undefined ? pending : sharedTierRead(state, pending);
   }
   const read = readEntry(state, key);
   if (read === undefined || !isPendingRead(read)) return read;
   return shareRead(state, key, read);
+}
+
+/**
+ * A caller's share of a tiered cache's read in flight (its L1 answers synchronously, so that read
+ * is of L2): an entry it finds counts in `l2Hits` for this caller too, as it did for the caller
+ * whose read it is, so that `hits <= l1Hits + l2Hits` holds per caller.
+ */
+function sharedTierRead(
+  state: CacheState,
+  pending: Promise<CacheEntry | undefined>,
+): Promise<CacheEntry | undefined> {
+  return pending.then((entry) => {
+    if (entry !== undefined) state.counters.l2Hits++;
+    return entry;
+  });
 }
 
 /** Registers an asynchronous read of `key` so that concurrent callers share it until it settles. */

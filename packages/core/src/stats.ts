@@ -109,7 +109,10 @@ export interface StampedeStats {
   softTimeouts: number;
   /** Tiered caches: reads answered by the local cache (L1) with a fresh entry, no remote command. */
   l1Hits: number;
-  /** Tiered caches: reads that missed L1 and found an entry in the remote cache (L2). */
+  /**
+   * Tiered caches: reads that missed L1 and found an entry in the remote cache (L2), counted per
+   * caller (callers that share one read in flight count one each).
+   */
   l2Hits: number;
   /**
    * Tiered caches: invalidation bus messages from other replicas acted on: a key evicted from L1

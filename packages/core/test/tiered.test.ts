@@ -196,6 +196,27 @@ describe('reads', () => {
     expect(a.counters()?.l2Hits).toBe(0);
   });
 
+  it('callers that share one L2 read count one l2Hit each: hits <= l1Hits + l2Hits', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const b = replica(store);
+    await setValue(a.cache, 'k', 'v', { ttl: 60_000 });
+    b.remote.holdReads = true;
+    const fill = vi.fn(() => 'filled');
+    const calls = [
+      ...Array.from({ length: 5 }, () => getOrCompute(b.cache, 'k', 60_000, fill)),
+      ...Array.from({ length: 5 }, () => getOrComputeWith(b.cache, 'k', { ttl: 60_000 }, fill)),
+    ];
+    b.remote.holdReads = false;
+    b.remote.releaseReads();
+    expect(await Promise.all(calls)).toEqual(Array(10).fill('v'));
+    expect(fill).not.toHaveBeenCalled();
+    expect(b.remote.calls.get).toBe(1);
+    const { hits = 0, l1Hits = 0, l2Hits = 0 } = b.counters() ?? {};
+    expect(hits).toBe(10);
+    expect(hits).toBeLessThanOrEqual(l1Hits + l2Hits);
+  });
+
   it('an L1 whose get throws: getOrCompute answers from L2 and counts the fault once', async () => {
     const store = new RemoteStore();
     const a = replica(store);
