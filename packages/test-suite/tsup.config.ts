@@ -2,7 +2,8 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig({
   entry: ['src/index.ts'],
-  format: ['esm', 'cjs'],
+  // ESM only: vitest 4, the suite's peer, cannot be loaded with require().
+  format: ['esm'],
   dts: true,
   clean: true,
   sourcemap: true,

@@ -33,6 +33,19 @@ export function orderingCases(ctx: SuiteContext): void {
     expect((await cache.get('tie'))?.value).toBe('second');
   });
 
+  // On one clock a fill's write is dated by the clock that dated the entry it ties with, so the tie
+  // goes to the write as for any other; a cache on its backend's clock (`serverClock`) is not asked.
+  it.skipIf(ctx.options.capabilities.serverClock === true)(
+    "gives a fill's write the tie on createdAt, on a cache with one clock",
+    async () => {
+      const cache = ctx.cache();
+      const now = Date.now();
+      await cache.set('tie-fill', entry('first', now, 60_000), { ttl: 60_000 });
+      expect(await cache.set('tie-fill', entry('second', now, 60_000), { ttl: 60_000 })).not.toBe(false);
+      expect((await cache.get('tie-fill'))?.value).toBe('second');
+    },
+  );
+
   it('gives a re-arm the tie with the entry it renews, as this cache returned it', async () => {
     const cache = ctx.cache();
     await cache.set('tie-rearm', entry('kept', Date.now() - 1_000, 500, 60_000), { ttl: 60_000 });
@@ -55,12 +68,17 @@ export function orderingCases(ctx: SuiteContext): void {
     expect(await getValue(cache, 'reset')).toBe('new');
   });
 
-  it('turns a key into a miss with a newer write of ttl 0', async () => {
+  it('turns a key into a miss with a newer write of ttl 0, or less', async () => {
     const cache = ctx.cache();
     const now = Date.now();
-    await cache.set('expire-now', entry('old', now - 1_000, 60_000), { ttl: 60_000 });
-    await cache.set('expire-now', entry('gone', now, 60_000), { ttl: 0 });
-    expect(await cache.get('expire-now')).toBeUndefined();
+    for (const [key, ttl] of [
+      ['expire-now', 0],
+      ['expire-past', -1],
+    ] as const) {
+      await cache.set(key, entry('old', now - 1_000, 60_000), { ttl: 60_000 });
+      await cache.set(key, entry('gone', now, 60_000), { ttl });
+      expect(await cache.get(key)).toBeUndefined();
+    }
   });
 
   it('turns a key into a miss with a newer write whose staleUntil has passed', async () => {

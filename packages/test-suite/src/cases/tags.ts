@@ -72,6 +72,18 @@ export function tagCases(ctx: SuiteContext): void {
     },
   );
 
+  it.skipIf(!tags || ctx.options.clock !== 'fake')(
+    'a direct write (setValue) in the very millisecond of an invalidation counts as after it',
+    async () => {
+      const cache = ctx.cache();
+      // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+      await cache.invalidateTags!(['reset']);
+      // `invalidateTag`, then `setValue` to repopulate: the value written must be read.
+      await cache.set('reset', tagged('after', Date.now(), ['reset']), { ttl: 60_000, direct: true });
+      expect((await cache.get('reset'))?.value).toBe('after');
+    },
+  );
+
   it.skipIf(!tags)('keeps entries created after the invalidation', async () => {
     const cache = ctx.cache();
     await cache.set('k', tagged('old', Date.now(), ['t']), { ttl: 60_000 });
