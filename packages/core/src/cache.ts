@@ -251,8 +251,14 @@ export interface CacheBusHandlers {
    * The subscription was acknowledged: called the first time, and again after every reconnection
    * (messages published while the connection was down were missed: a tiered cache clears its local
    * copies then).
+   *
+   * `receiver` names the receiving end as `publish` counts receivers, for a bus whose subscribers
+   * share one (a Redis cache's subscribers share its one subscriber connection, which `PUBLISH`
+   * counts once): give every subscriber of that end the same id (no `|`, CR or LF), so that a
+   * tiered cache counts the acknowledgements from behind it once. Without it, each subscriber is
+   * taken for a receiver of its own (right for a bus that opens a stream per subscriber).
    */
-  subscribed?(): void;
+  subscribed?(receiver?: string): void;
   /** The subscription's connection dropped; `subscribed` follows once it is back. */
   lost?(): void;
 }

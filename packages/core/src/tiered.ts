@@ -108,10 +108,12 @@ interface Pending {
  * Bus message kinds: `k` evicts one key (`<origin>|k|<key>`, the key as `encodeTag` writes a tag,
  * so that no message has a line break in it: Upstash's pub/sub is a line-based stream); `t`
  * invalidates tags in L1 (`<origin>|t|<tag>,<tag>`, each tag as `encodeTag` writes it, so neither
- * `|` nor `,` appears in one); `a` acknowledges a message (`<origin>|a|<sender>`). A sender that waits for
- * acknowledgements writes `<origin>.<sequence>` as its origin, and every replica that has applied
- * the message answers with an `a` naming that sender (a replica of an older version compares the
- * whole field with its own origin, so it still applies the message; it only does not answer).
+ * `|` nor `,` appears in one); `a` acknowledges a message (`<origin>|a|<sender>|<receiver>`). A
+ * sender that waits for acknowledgements writes `<origin>.<sequence>` as its origin, and every
+ * replica that has applied the message answers with an `a` naming that sender and the receiver it
+ * heard it through (the bus's id of its connection, see `CacheBusHandlers.subscribed`): the sender
+ * counts receivers, as the bus's publish does (a replica of an older version compares the whole
+ * field with its own origin, so it still applies the message; it only does not answer).
  * Unknown kinds are ignored (newer replicas may add some).
  */
 const EVICT_KEY = 'k';
@@ -328,8 +330,15 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       return undefined;
     }
   };
-  // Messages of this replica waiting for acknowledgements, by the origin field they were sent with.
-  const awaiting = new Map<string, { heard: number; expected: number; done: () => void }>();
+  // Messages of this replica waiting for acknowledgements, by the origin field they were sent with:
+  // the receivers (see `receiver`) heard from so far, and how many the publish reached.
+  const awaiting = new Map<string, { heard: Set<string>; expected: number; done: () => void }>();
+  // The receiving end this cache hears the bus through, as the bus counts receivers: the id its
+  // `subscribed` gave (one connection shared by several subscribers, as a Redis cache's, gives them
+  // one id), else this cache's own origin (a subscriber that is a receiver of its own). An
+  // acknowledgement names it, so that the publisher counts each receiver once, whatever number of
+  // tiered caches answer behind it, and none behind its own.
+  let receiver = origin;
   let sequence = 0;
   // Publishes `<origin>|kind|body`; with `confirm`, resolves once every other replica that received
   // it has applied it (acknowledged), or after BUS_ACK_TIMEOUT_MS. It can wait only while this
@@ -352,14 +361,14 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       done = resolve;
     });
     // Registered before publishing: an acknowledgement may come before PUBLISH's answer.
-    const waiter = { heard: 0, expected: Number.POSITIVE_INFINITY, done };
+    const waiter = { heard: new Set<string>(), expected: Number.POSITIVE_INFINITY, done };
     awaiting.set(sender, waiter);
     try {
       const receivers = await publish(`${sender}|${kind}|${body}`, key);
       // Not told (a failed publish, a bus that does not count, a call that timed out): no wait.
       if (typeof receivers !== 'number' || !listening) return;
       waiter.expected = receivers - 1;
-      if (waiter.heard >= waiter.expected) return;
+      if (waiter.heard.size >= waiter.expected) return;
       const timer = setTimeout(done, BUS_ACK_TIMEOUT_MS);
       (timer as { unref?: () => void }).unref?.();
       await acknowledged;
@@ -397,7 +406,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // Tells `sender` (a message's origin field with its sequence) that this replica has applied it.
   const acknowledge = (sender: string, applied: unknown): void => {
     const answer = (): void => {
-      void publish(`${origin}|${ACKNOWLEDGE}|${sender}`, undefined);
+      void publish(`${origin}|${ACKNOWLEDGE}|${sender}|${receiver}`, undefined);
     };
     if (isThenable(applied)) Promise.resolve(applied).then(answer);
     else answer();
@@ -422,8 +431,15 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     if ((dot === -1 ? sender : sender.slice(0, dot)) === origin) return;
     const kind = text.slice(first + 1, second);
     if (kind === ACKNOWLEDGE) {
-      const waiter = awaiting.get(text.slice(second + 1));
-      if (waiter !== undefined && ++waiter.heard >= waiter.expected) waiter.done();
+      // `<origin>|a|<sender>|<receiver>` (without the receiver: a receiver of its own).
+      const rest = text.slice(second + 1);
+      const bar = rest.indexOf('|');
+      const waiter = awaiting.get(bar === -1 ? rest : rest.slice(0, bar));
+      const from = bar === -1 ? sender : rest.slice(bar + 1);
+      // Behind this cache's own receiver: not among the receivers it waits for.
+      if (waiter === undefined || from === receiver) return;
+      waiter.heard.add(from);
+      if (waiter.heard.size >= waiter.expected) waiter.done();
     } else if (kind === EVICT_KEY) {
       counters.busEvictions++;
       const key = decodeTag(text.slice(second + 1));
@@ -449,7 +465,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   let acknowledged = false;
   // Whether this replica hears the bus now (between an acknowledgement and a loss).
   let listening = false;
-  const onSubscribed = (): void => {
+  const onSubscribed = (id?: string): void => {
+    // An id that could not travel in a message field is no id.
+    receiver = typeof id === 'string' && id.length !== 0 && !/[|\r\n]/.test(id) ? id : origin;
     const recovery = acknowledged;
     acknowledged = true;
     listening = true;

@@ -88,6 +88,13 @@ export class RemoteStore {
   /** When each tag was last invalidated (the remotes with `tags: true` check entries against it). */
   readonly tagTimes = new Map<string, number>();
   readonly subscribers = new Set<CacheBusHandlers>();
+  /** The receiving end of each subscriber, as `publish` counts them (one per connection). */
+  readonly receivers = new Map<CacheBusHandlers, string>();
+  /** Remote caches whose subscribers' connection is slow: their messages wait in `late` until `catchUp`. */
+  readonly slow = new Set<Cache>();
+  /** The remote cache each subscriber subscribed through. */
+  readonly owners = new Map<CacheBusHandlers, Cache>();
+  readonly late: [CacheBusHandlers, string][] = [];
   /** While true, published messages wait in `held` (a slow network). */
   hold = false;
   readonly held: string[] = [];
@@ -126,7 +133,24 @@ export class RemoteStore {
       this.held.push(message);
       return;
     }
-    for (const handlers of [...this.subscribers]) handlers.message(message);
+    for (const handlers of [...this.subscribers]) {
+      const owner = this.owners.get(handlers);
+      if (owner !== undefined && this.slow.has(owner)) this.late.push([handlers, message]);
+      else handlers.message(message);
+    }
+  }
+
+  /** How many receiving ends (connections) hear the bus now. */
+  receiverCount(): number {
+    // A subscriber added to the hub by hand is a receiver of its own.
+    const ends = new Set<unknown>();
+    for (const handlers of this.subscribers) ends.add(this.receivers.get(handlers) ?? handlers);
+    return ends.size;
+  }
+
+  /** Delivers what the slow subscribers' connections held back. */
+  catchUp(): void {
+    for (const [handlers, message] of this.late.splice(0)) handlers.message(message);
   }
 
   /** Delivers the held messages and stops holding. */
@@ -142,8 +166,10 @@ export class RemoteStore {
 
   /** ...and come back: every subscription is acknowledged again. */
   reconnect(): void {
-    for (const handlers of this.subscribers) handlers.subscribed?.();
+    for (const handlers of this.subscribers) handlers.subscribed?.(this.connectionOf.get(handlers));
   }
+  /** The connection id a subscriber was told, for a remote that shares one (see `connection`). */
+  readonly connectionOf = new Map<CacheBusHandlers, string | undefined>();
 }
 
 export interface RemoteCache extends Cache {
@@ -165,7 +191,14 @@ export interface RemoteCacheOptions {
   /** Offer `invalidateTags` (on the store's clock: `Date.now()`). @default false */
   tags?: boolean;
   log?: Log;
+  /**
+   * Its subscribers share one connection, which `publish` counts once, and are told its id (as a
+   * Redis cache's are); without it, each subscriber is a receiver of its own.
+   */
+  connection?: string;
 }
+
+let subscriptions = 0;
 
 /** An asynchronous remote cache on `store`, with a bus on the store's hub. */
 export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}): RemoteCache {
@@ -221,14 +254,22 @@ export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}
         calls.publish++;
         log.push(`publish ${message.slice(message.indexOf('|') + 1)}`);
         check();
-        const receivers = store.subscribers.size;
+        const receivers = store.receiverCount();
         store.deliver(message);
         return store.countsReceivers ? receivers : undefined;
       },
       subscribe(handlers) {
         store.subscribers.add(handlers);
-        handlers.subscribed?.();
-        return () => store.subscribers.delete(handlers);
+        store.receivers.set(handlers, options.connection ?? `own-${++subscriptions}`);
+        store.connectionOf.set(handlers, options.connection);
+        store.owners.set(handlers, cache);
+        handlers.subscribed?.(options.connection);
+        return () => {
+          store.subscribers.delete(handlers);
+          store.receivers.delete(handlers);
+          store.connectionOf.delete(handlers);
+          store.owners.delete(handlers);
+        };
       },
     };
     Object.assign(cache, { bus });

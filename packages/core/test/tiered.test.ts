@@ -587,6 +587,35 @@ describe('the invalidation bus', () => {
     }
   });
 
+  it('counts the acknowledgements of the tiered caches behind one connection once, as the publish counts it', async () => {
+    const store = new RemoteStore();
+    store.countsReceivers = true;
+    // Process P: two tiered caches on one remote (one subscriber connection); process Q: one, slow.
+    const shared = remoteCache(store, { connection: 'P' });
+    const tiered = (remote: ReturnType<typeof remoteCache>) =>
+      createTieredCache({ local: localCache(), remote, name: `tiered-${++names}` });
+    const [t1, t2] = [tiered(shared), tiered(shared)];
+    const q = replica(store);
+    for (const run of [() => invalidate(t1, 'k'), () => setValue(t2, 'k', 'new', { ttl: 60_000 })]) {
+      await setValue(t1, 'k', 'old', { ttl: 60_000 });
+      vi.advanceTimersByTime(1);
+      expect(await getValue(q.cache, 'k')).toBe('old');
+      store.slow.add(q.remote);
+      let resolved = false;
+      const changed = run().then(() => {
+        resolved = true;
+      });
+      await flush();
+      // The other cache behind P's connection has answered; Q, the one other receiver, has not.
+      expect(resolved).toBe(false);
+      store.slow.delete(q.remote);
+      store.catchUp();
+      await changed;
+      expect(q.local.get('k')?.value).not.toBe('old');
+      vi.advanceTimersByTime(1);
+    }
+  });
+
   // What another replica's call changes, as a list: each replica pair starts afresh.
   const changes = [
     { name: 'invalidate', run: (cache: Cache) => invalidate(cache, 'k') },

@@ -7,6 +7,7 @@ import {
   type FillListener,
   type OperationRunner,
   onClientEnd,
+  randomToken,
   remoteKeys,
 } from '@stampede/redis-protocol';
 import type { NodeRedisClient, NodeRedisSubscriber } from './client.js';
@@ -95,6 +96,9 @@ export function createNotifier(
   let closed = false;
   const bus = busChannel(prefix);
   const busHandlers = new Set<CacheBusHandlers>();
+  // The bus's subscribers all hear it through the one subscriber connection, which PUBLISH counts
+  // once: they are told one receiver id (see `CacheBusHandlers.subscribed`).
+  const receiver = randomToken();
   // 'subscribing': SUBSCRIBE sent; 'acked': the handlers hear the bus; 'lost': the connection is
   // reconnecting (node-redis re-subscribes on its own, and 'ready' follows its acknowledgement).
   let busState: 'idle' | 'subscribing' | 'acked' | 'lost' = 'idle';
@@ -104,7 +108,7 @@ export function createNotifier(
   const busAcknowledged = (): void => {
     busState = 'acked';
     for (const handlers of [...busHandlers]) {
-      if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+      if (handlers.subscribed) callSafely(() => handlers.subscribed?.(receiver));
     }
   };
   const busLost = (): void => {
@@ -190,7 +194,7 @@ export function createNotifier(
       busHandlers.add(handlers);
       const current = connect();
       if (busState === 'acked') {
-        if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+        if (handlers.subscribed) callSafely(() => handlers.subscribed?.(receiver));
       } else if (busState === 'idle' && current !== undefined) {
         busState = 'subscribing';
         operations

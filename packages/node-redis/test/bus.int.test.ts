@@ -38,6 +38,42 @@ function listener() {
   };
 }
 
+describe('the receiver id a Redis bus tells its subscribers', () => {
+  // PUBLISH counts the subscriber connection once, whatever number of subscribers share it: a
+  // tiered cache counts acknowledgements by this id (see CacheBusHandlers.subscribed).
+  it('is one id per cache (its subscriber connection), the same for each subscriber, on node-redis and ioredis', async () => {
+    const prefix = randomPrefix('bus-receiver');
+    const { client } = await namedClient();
+    const io = new Redis(url);
+    const caches = [
+      createNodeRedisCache({ client, prefix }),
+      createNodeRedisCache({ client, prefix }),
+      createRedisCache({ client: io, prefix }),
+      createRedisCache({ client: io, prefix }),
+    ];
+    const ids: (string | undefined)[][] = caches.map(() => []);
+    const stops = caches.flatMap((cache, index) =>
+      [0, 1].map(() => cache.bus.subscribe({ message: () => {}, subscribed: (id) => ids[index]?.push(id) })),
+    );
+    try {
+      await waitFor(() => ids.every((seen) => seen.length === 2), { timeout: 5_000 });
+      for (const [first, second] of ids) {
+        expect(typeof first).toBe('string');
+        expect(first).not.toBe('');
+        expect(second).toBe(first);
+      }
+      expect(new Set(ids.map(([first]) => first)).size).toBe(caches.length);
+      // Two subscribers of one cache are one receiver of a PUBLISH.
+      expect(await caches[0]?.bus.publish('origin|k|x')).toBe(caches.length);
+    } finally {
+      for (const stop of stops) stop();
+      await Promise.all(caches.map((cache) => cache.close()));
+      client.destroy();
+      io.disconnect();
+    }
+  });
+});
+
 describe('the node-redis invalidation bus', () => {
   it('is lost when its subscriber is killed, and acknowledged again once node-redis re-subscribed', async () => {
     const { client, name } = await namedClient();

@@ -6,6 +6,7 @@ import {
   createFillChannels,
   type FillListener,
   onClientEnd,
+  randomToken,
 } from '@stampede/redis-protocol';
 import type { RedisClient } from './client.js';
 import type { RedisContext } from './context.js';
@@ -83,6 +84,9 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
   let closed = false;
   const bus = busChannel(context.prefix);
   const busHandlers = new Set<CacheBusHandlers>();
+  // The bus's subscribers all hear it through the one subscriber connection, which PUBLISH counts
+  // once: they are told one receiver id (see `CacheBusHandlers.subscribed`).
+  const receiver = randomToken();
   // 'idle': not subscribed on the current connection; 'subscribing': SUBSCRIBE sent (ioredis
   // resends it after a reconnection); 'acked': Redis confirmed it and the handlers were told.
   let busState: 'idle' | 'subscribing' | 'acked' = 'idle';
@@ -94,7 +98,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
       if (subscriber !== client || busState === 'acked' || busHandlers.size === 0) return;
       busState = 'acked';
       for (const handlers of [...busHandlers]) {
-        if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+        if (handlers.subscribed) callSafely(() => handlers.subscribed?.(receiver));
       }
     };
     // A SUBSCRIBE acknowledged after `operationTimeout` still counts (`onLate`): from then on the
@@ -206,7 +210,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
       const client = connect();
       if (client !== undefined) {
         if (busState === 'acked') {
-          if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
+          if (handlers.subscribed) callSafely(() => handlers.subscribed?.(receiver));
         } else {
           subscribeBusChannel(client);
         }
