@@ -97,8 +97,8 @@ export function createNotifier(
   const bus = busChannel(prefix);
   const busHandlers = new Set<CacheBusHandlers>();
   // The bus's subscribers all hear it through the one subscriber connection, which PUBLISH counts
-  // once: they are told one receiver id (see `CacheBusHandlers.subscribed`).
-  const receiver = randomToken();
+  // once: they are told one receiver id (see `CacheBusHandlers.subscribed`), drawn by the first.
+  let receiver: string | undefined;
   // 'subscribing': SUBSCRIBE sent; 'acked': the handlers hear the bus; 'lost': the connection is
   // reconnecting (node-redis re-subscribes on its own, and 'ready' follows its acknowledgement).
   let busState: 'idle' | 'subscribing' | 'acked' | 'lost' = 'idle';
@@ -191,6 +191,7 @@ export function createNotifier(
     },
     subscribeBus(handlers) {
       if (closed) return () => {};
+      receiver ??= randomToken();
       busHandlers.add(handlers);
       const current = connect();
       if (busState === 'acked') {

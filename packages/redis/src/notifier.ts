@@ -85,8 +85,8 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
   const bus = busChannel(context.prefix);
   const busHandlers = new Set<CacheBusHandlers>();
   // The bus's subscribers all hear it through the one subscriber connection, which PUBLISH counts
-  // once: they are told one receiver id (see `CacheBusHandlers.subscribed`).
-  const receiver = randomToken();
+  // once: they are told one receiver id (see `CacheBusHandlers.subscribed`), drawn by the first.
+  let receiver: string | undefined;
   // 'idle': not subscribed on the current connection; 'subscribing': SUBSCRIBE sent (ioredis
   // resends it after a reconnection); 'acked': Redis confirmed it and the handlers were told.
   let busState: 'idle' | 'subscribing' | 'acked' = 'idle';
@@ -206,6 +206,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
     },
     subscribeBus(handlers) {
       if (closed) return () => {};
+      receiver ??= randomToken();
       busHandlers.add(handlers);
       const client = connect();
       if (client !== undefined) {
