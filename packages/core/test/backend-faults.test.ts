@@ -22,6 +22,15 @@ afterEach(() => {
   off();
 });
 
+/** A test cache whose reads fail: each call emits a `backend-error` event. */
+function downCache(): ReturnType<typeof testCache> {
+  const cache = testCache();
+  cache.get = () => {
+    throw new Error('down');
+  };
+  return cache;
+}
+
 describe('backend faults never fail a call whose fill succeeds', () => {
   it.each([
     [
@@ -77,59 +86,48 @@ describe('backend faults never fail a call whose fill succeeds', () => {
     await vi.waitFor(() => expect(events.map((e) => e.operation)).toContain('release'));
   });
 
-  it('a listener that throws never fails the request, and is said once on the console', async () => {
-    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
-    const bad = onStampedeEvent(() => {
-      throw new Error('listener bug');
-    });
-    try {
-      const cache = testCache();
-      cache.get = () => {
-        throw new Error('down');
-      };
-      expect(await getOrCompute(cache, 'k', 1_000, () => 1)).toBe(1);
-      expect(await getOrCompute(cache, 'k2', 1_000, () => 2)).toBe(2);
-      const said = warn.mock.calls
-        .map(([message]) => String(message))
-        .filter((m) => m.includes('listener threw'));
-      expect(said).toEqual([
-        "stampede: an onStampedeEvent listener threw on a 'backend-error' event (listener bug); it stays registered, and its later errors are not reported.",
-      ]);
-    } finally {
-      bad();
-      warn.mockRestore();
-    }
-  });
-
-  it('an async listener that rejects never fails a request nor the process, and is said once', async () => {
-    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
-    const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown) => unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    const bad = onStampedeEvent(async () => {
-      throw new Error('async listener bug');
-    });
-    try {
-      const cache = testCache();
-      cache.get = () => {
-        throw new Error('down');
-      };
-      expect(await getOrCompute(cache, 'k', 1_000, () => 1)).toBe(1);
-      expect(await getOrCompute(cache, 'k2', 1_000, () => 2)).toBe(2);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(unhandled).toEqual([]);
-      const said = warn.mock.calls
-        .map(([message]) => String(message))
-        .filter((m) => m.includes('listener rejected'));
-      expect(said).toEqual([
-        "stampede: an onStampedeEvent listener rejected on a 'backend-error' event (async listener bug); it stays registered, and its later errors are not reported.",
-      ]);
-    } finally {
-      bad();
-      process.off('unhandledRejection', onUnhandled);
-      warn.mockRestore();
-    }
-  });
+  it.each([
+    {
+      how: 'threw',
+      what: 'a listener that throws',
+      listener: () => {
+        throw new Error('listener bug');
+      },
+    },
+    {
+      how: 'rejected',
+      what: 'an async listener that rejects',
+      listener: async () => {
+        throw new Error('listener bug');
+      },
+    },
+  ])(
+    '$what never fails the request (nor the process), and is said once on the console',
+    async ({ how, listener }) => {
+      const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown) => unhandled.push(reason);
+      process.on('unhandledRejection', onUnhandled);
+      const bad = onStampedeEvent(listener);
+      try {
+        const cache = downCache();
+        expect(await getOrCompute(cache, 'k', 1_000, () => 1)).toBe(1);
+        expect(await getOrCompute(cache, 'k2', 1_000, () => 2)).toBe(2);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        expect(unhandled).toEqual([]);
+        const said = warn.mock.calls
+          .map(([message]) => String(message))
+          .filter((m) => m.includes(`listener ${how}`));
+        expect(said).toEqual([
+          `stampede: an onStampedeEvent listener ${how} on a 'backend-error' event (listener bug); it stays registered, and its later errors are not reported.`,
+        ]);
+      } finally {
+        bad();
+        process.off('unhandledRejection', onUnhandled);
+        warn.mockRestore();
+      }
+    },
+  );
 
   it('an unsubscribe called twice removes its own registration only', async () => {
     let seen = 0;
@@ -141,11 +139,7 @@ describe('backend faults never fail a call whose fill succeeds', () => {
     try {
       offA();
       offA();
-      const cache = testCache();
-      cache.get = () => {
-        throw new Error('down');
-      };
-      await getOrCompute(cache, 'k', 1_000, () => 1);
+      await getOrCompute(downCache(), 'k', 1_000, () => 1);
       expect(seen).toBe(1); // B's registration still hears the backend-error event
     } finally {
       offB();
