@@ -738,6 +738,12 @@ describe('writes after an L1 delete', () => {
 });
 
 describe('fail-safe through a tiered cache', () => {
+  /** A fill whose source is down. */
+  const databaseDown = () =>
+    vi.fn((): string => {
+      throw new Error('database down');
+    });
+
   it('a failed fill answers with the previous value, re-armed in L2 and L1, and the other replica backs off too', async () => {
     const store = new RemoteStore();
     const a = replica(store);
@@ -747,9 +753,7 @@ describe('fail-safe through a tiered cache', () => {
     await settled(a.cache);
     expect(await getOrComputeWith(b.cache, 'k', options, () => 'unused')).toBe('v1');
     await vi.advanceTimersByTimeAsync(1_500); // expired everywhere, still held for fail-safe
-    const failing = vi.fn(() => {
-      throw new Error('database down');
-    });
+    const failing = databaseDown();
     expect(await getOrComputeWith(a.cache, 'k', options, failing)).toBe('v1');
     await settled(a.cache);
     expect(failing).toHaveBeenCalledTimes(1);
@@ -784,9 +788,7 @@ describe('fail-safe through a tiered cache', () => {
     expect(await getOrComputeWith(b.cache, 'k', options, () => 'unused')).toBe('v1');
     await vi.advanceTimersByTimeAsync(10_000); // past the grace, within localTtl and maxStale
     store.down = true;
-    const failing = vi.fn(() => {
-      throw new Error('database down');
-    });
+    const failing = databaseDown();
     for (const r of [a, b]) {
       expect(await getOrComputeWith(r.cache, 'k', options, failing)).toBe('v1');
       await settled(r.cache);
@@ -804,9 +806,7 @@ describe('fail-safe through a tiered cache', () => {
     const store = new RemoteStore();
     const a = replica(store, { localTtl: 30_000 });
     const options = { ttl: 1_000, failSafe: { maxStale: '10s', throttle: 5_000 } } as const;
-    const failing = vi.fn(() => {
-      throw new Error('database down');
-    });
+    const failing = databaseDown();
     expect(await getOrComputeWith(a.cache, 'k', options, () => 'v1')).toBe('v1');
     await settled(a.cache);
     await vi.advanceTimersByTimeAsync(11_000); // past freshness + maxStale, still in L1
@@ -838,9 +838,7 @@ describe('fail-safe through a tiered cache', () => {
     store.release();
     expect(await getOrComputeWith(b.cache, 'k', options, () => 'unused')).toBe('new');
     await vi.advanceTimersByTimeAsync(1_500); // stale: read during a refresh that fails
-    const failing = vi.fn(() => {
-      throw new Error('database down');
-    });
+    const failing = databaseDown();
     expect(await getOrComputeWith(b.cache, 'k', options, failing)).toBe('new');
     await settled(b.cache);
     expect(failing).toHaveBeenCalledTimes(1);
