@@ -1,5 +1,5 @@
 import type { CacheEntry, CacheSetOptions, FillLock, FillOutcome } from './cache.js';
-import { createEntry } from './entry.js';
+import { buildEntry } from './entry.js';
 import { emit, hasListeners } from './events.js';
 import type { ResolvedOptions } from './options.js';
 import { raceTimeout } from './race-timeout.js';
@@ -132,7 +132,7 @@ export function entryFor(
   const staleUntil = ttl === undefined ? Number.POSITIVE_INFINITY : never(freshUntil + grace);
   // `delta` and `tags` only when present: without them the entry keeps the shape adapters have
   // always seen.
-  return createEntry(value, createdAt, freshUntil, staleUntil, delta, tags);
+  return buildEntry(value, createdAt, freshUntil, staleUntil, delta, tags);
 }
 
 // Past 2^53 ms (some 285,000 years) a time is neither exact nor writable as an integer (a remote

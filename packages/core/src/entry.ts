@@ -1,4 +1,5 @@
 import type { CacheEntry } from './cache.js';
+import { kindOf } from './errors.js';
 
 // Every entry the core and the adapters built on it make comes from here, as an object literal of
 // one of four fixed shapes (without or with `delta`, without or with `tags`, in the order of
@@ -38,8 +39,46 @@ const SETTLED_SLOT: PropertyDescriptor = {
  * A {@link CacheEntry} of one of the fixed shapes: `delta` and `tags` are present only when given.
  * Adapters that decode entries should build them with this (or {@link changeEntry}) rather than by
  * spreading, so that hits on them stay as fast as on the core's own.
+ *
+ * @param createdAt - epoch milliseconds
+ * @param freshUntil - epoch milliseconds; `Infinity` for never
+ * @param staleUntil - epoch milliseconds; `Infinity` for never
+ * @param delta - how long the fill ran, in milliseconds (`>= 0`); omitted for a value not filled
+ * @throws TypeError naming the argument when a time or `delta` is not a number or is `NaN` (an entry
+ * with a `NaN` time would silently read as a miss forever), RangeError when `delta` is negative
  */
 export function createEntry(
+  value: unknown,
+  createdAt: number,
+  freshUntil: number,
+  staleUntil: number,
+  delta?: number,
+  tags?: readonly string[],
+): CacheEntry {
+  checkNumber(createdAt, 'createdAt');
+  checkNumber(freshUntil, 'freshUntil');
+  checkNumber(staleUntil, 'staleUntil');
+  if (delta !== undefined) {
+    checkNumber(delta, 'delta');
+    if (delta < 0) throw new RangeError(`createEntry: delta must be >= 0 (milliseconds), got ${delta}`);
+  }
+  return buildEntry(value, createdAt, freshUntil, staleUntil, delta, tags);
+}
+
+function checkNumber(value: unknown, name: string): void {
+  // biome-ignore lint/suspicious/noSelfCompare: the cheapest NaN test
+  if (typeof value !== 'number' || value !== value) {
+    throw new TypeError(
+      `createEntry: ${name} must be a number of milliseconds, got ${value !== value ? 'NaN' : kindOf(value)}`,
+    );
+  }
+}
+
+/**
+ * {@link createEntry} without its argument checks, for the core's own entries, whose times it has
+ * computed or already checked (and for {@link changeEntry}, whose fields come from an entry).
+ */
+export function buildEntry(
   value: unknown,
   createdAt: number,
   freshUntil: number,
@@ -65,7 +104,7 @@ export function createEntry(
 
 /** `entry` with the fields in `changes` replaced: a new entry built by {@link createEntry}. */
 export function changeEntry(entry: CacheEntry, changes: EntryChanges): CacheEntry {
-  return createEntry(
+  return buildEntry(
     'value' in changes ? changes.value : entry.value,
     changes.createdAt ?? entry.createdAt,
     changes.freshUntil ?? entry.freshUntil,

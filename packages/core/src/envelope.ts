@@ -1,5 +1,5 @@
 import type { CacheEntry } from './cache.js';
-import { createEntry } from './entry.js';
+import { buildEntry } from './entry.js';
 import { kindOf } from './errors.js';
 
 /**
@@ -260,12 +260,12 @@ export function decodeEnvelope(text: unknown, serializer: SerializerOption = jso
   }
   const value = parseValue(text.slice(at), serializer);
   const delta = withDelta ? parseDelta(fields[3]) : undefined;
-  if (!tagged) return createEntry(value, createdAt, freshUntil, staleUntil, delta);
+  if (!tagged) return buildEntry(value, createdAt, freshUntil, staleUntil, delta);
   const tags = (fields[withDelta ? 4 : 3] ?? '')
     .split(',')
     .filter((tag) => tag.length !== 0)
     .map(decodeTag);
-  return createEntry(value, createdAt, freshUntil, staleUntil, delta, tags.length === 0 ? undefined : tags);
+  return buildEntry(value, createdAt, freshUntil, staleUntil, delta, tags.length === 0 ? undefined : tags);
 }
 
 // Plain digits only, as the write guard's header pattern reads them.

@@ -127,8 +127,8 @@ export interface StampedeStats {
   busRecoveries: number;
 }
 
-/** The counter names of {@link StampedeStats}, in a stable order. */
-export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
+/** The counter names of {@link StampedeStats}, in a stable order (a frozen array). */
+export const STAT_NAMES: readonly (keyof StampedeStats)[] = Object.freeze([
   'hits',
   'staleHits',
   'misses',
@@ -157,7 +157,7 @@ export const STAT_NAMES: readonly (keyof StampedeStats)[] = [
   'l2Hits',
   'busEvictions',
   'busRecoveries',
-];
+] as const);
 
 function zero(): StampedeStats {
   return {

@@ -9,9 +9,11 @@ import {
   inFlightCount,
   invalidate,
   jitteredTtl,
+  STAT_NAMES,
   setValue,
   whenIdle,
 } from '../src/index.js';
+import { createEntry } from '../src/adapter.js';
 import { testCache } from './helpers.js';
 
 const fill = () => 1;
@@ -158,6 +160,29 @@ describe('bad input is rejected before anything is read or written', () => {
     expect(() => jitteredTtl(1_000, 1.5)).toThrow(/fraction/);
     expect(() => jitteredTtl(1_000, Number.NaN)).toThrow(RangeError);
     expect(() => jitteredTtl(-1, 0.2)).toThrow(/base/);
+  });
+
+  it("the adapter kit's createEntry rejects a time or delta that is not a number, naming it", () => {
+    const now = 1_000_000;
+    expect(() => createEntry('v', Number.NaN, now, now)).toThrow(/createdAt must be a number.*NaN/);
+    expect(() => createEntry('v', now, Number.NaN, now)).toThrow(TypeError);
+    expect(() => createEntry('v', now, now, '5' as unknown as number)).toThrow(/staleUntil.*got string/);
+    expect(() => createEntry('v', now, now, now, Number.NaN)).toThrow(/delta must be a number/);
+    expect(() => createEntry('v', now, now, now, -1)).toThrow(RangeError);
+    // Never (Infinity) and a zero delta are valid.
+    const entry = createEntry('v', now, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 0);
+    expect(entry).toEqual({
+      value: 'v',
+      createdAt: now,
+      freshUntil: Number.POSITIVE_INFINITY,
+      staleUntil: Number.POSITIVE_INFINITY,
+      delta: 0,
+    });
+  });
+
+  it('STAT_NAMES cannot be changed by a caller', () => {
+    expect(Object.isFrozen(STAT_NAMES)).toBe(true);
+    expect(() => (STAT_NAMES as string[]).push('x')).toThrow(TypeError);
   });
 });
 
