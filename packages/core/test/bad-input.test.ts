@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { createEntry } from '../src/adapter.js';
 import {
   type Cache,
   configure,
@@ -13,7 +14,6 @@ import {
   setValue,
   whenIdle,
 } from '../src/index.js';
-import { createEntry } from '../src/adapter.js';
 import { testCache } from './helpers.js';
 
 const fill = () => 1;
