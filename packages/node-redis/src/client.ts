@@ -43,6 +43,11 @@ export interface NodeRedisClient {
   configGet?(parameters: string): Promise<unknown>;
   /** False once the client is closed (or before `connect()`). */
   readonly isOpen: boolean;
+  /**
+   * True while the connection is up and ready (false while it reconnects): reads sent meanwhile
+   * wait in node-redis's offline queue. Optional: without it the connection is taken as up.
+   */
+  readonly isReady?: boolean;
   on(event: 'end', listener: () => void): unknown;
   off(event: 'end', listener: () => void): unknown;
 }
@@ -85,5 +90,6 @@ export function protocolClient(client: NodeRedisClient): RedisProtocolClient {
       client.configGet === undefined
         ? undefined
         : async (pattern) => asText(await client.configGet?.(pattern)),
+    connected: () => client.isReady !== false,
   };
 }

@@ -1,7 +1,9 @@
 import { getOrComputeWith, onStampedeEvent, type WarningEvent } from '@stampede/core';
 import {
+  freePort,
   type RedisServer,
   randomPrefix,
+  spawnRedisServer,
   startRedisCluster,
   startRedisServer,
   waitFor,
@@ -222,6 +224,48 @@ describe('a node-redis client connected to one node of a Redis Cluster', () => {
       await cache.close();
     } finally {
       await cluster.stop();
+    }
+  });
+});
+
+describe('node-redis reads that waited out an outage', () => {
+  it('do not count as slow reads: no warning blames the value', async () => {
+    // A server of this test's own, stopped while reads are sent: they wait in node-redis's offline
+    // queue and answer after operationTimeout once it is back. Their lateness is the outage's.
+    const port = await freePort();
+    let server = await spawnRedisServer(port);
+    const client = createClient({ url: server.url, socket: { reconnectStrategy: () => 20 } });
+    client.on('error', () => {});
+    await client.connect();
+    const name = 'nr-outage-reader';
+    const cache = createNodeRedisCache({
+      client,
+      prefix: randomPrefix('nr-outage'),
+      name,
+      operationTimeout: 20,
+    });
+    const entry = { value: 'v', createdAt: Date.now(), freshUntil: Infinity, staleUntil: Infinity };
+    try {
+      await cache.set('small', entry, { ttl: 60_000 });
+      await server.stop();
+      await waitFor(() => !client.isReady);
+      const reads = [];
+      for (let i = 0; i < 4; i++) {
+        const read = cache.get('small');
+        reads.push(read.catch(() => undefined));
+        await expect(read).rejects.toMatchObject({ code: 'E_STAMPEDE_BACKEND_TIMEOUT', key: 'small' });
+      }
+      server = await spawnRedisServer(port);
+      await waitFor(() => client.isReady, { timeout: 10_000 });
+      // Every queued read has had its late answer.
+      await client.ping();
+      await new Promise((resolve) => setImmediate(resolve));
+      await Promise.all(reads);
+      expect(warnings.filter((warning) => warning.cache === name)).toEqual([]);
+    } finally {
+      await cache.close();
+      client.destroy();
+      await server.stop();
     }
   });
 });

@@ -248,11 +248,17 @@ export function createRedisProtocolCache(
     // Started before the GET so that, on first use, both travel together.
     const offset = clock.current();
     const sentAt = Date.now();
+    const sentConnected = client.connected?.() ?? true;
     const stored = await operations.call(
       'get',
       key,
       () => (tagsApart || !context.access.scripts ? readApart(key) : read(key)),
-      (late) => slowReads.late(key, late, Date.now() - sentAt),
+      // A read that waited out an outage (sent, or answered, while the connection was down) says
+      // nothing about the value's size: it ends the key's streak instead.
+      (late) =>
+        sentConnected && (client.connected?.() ?? true)
+          ? slowReads.late(key, late, Date.now() - sentAt)
+          : slowReads.answered(key),
     );
     slowReads.answered(key);
     return decode(key, stored, await offset);

@@ -45,4 +45,11 @@ export interface RedisProtocolClient {
    * @default undefined (the policy is not checked)
    */
   configGet?(pattern: string): Promise<unknown>;
+  /**
+   * Whether the connection is up now, so that a command goes to the server rather than into the
+   * client's offline queue. A read sent or answered while it is down was late because of the
+   * outage, not because of its value's size: it does not count towards the slow-read warning.
+   * @default undefined (the connection is taken as up)
+   */
+  connected?(): boolean;
 }

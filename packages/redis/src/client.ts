@@ -45,6 +45,7 @@ export function protocolClient(client: RedisClient): RedisProtocolClient {
       return Promise.all(client.nodes('master').map((node) => node.script('LOAD', text)));
     },
     configGet: (pattern) => client.config('GET', pattern),
+    connected: () => client.status === 'ready',
   };
 }
 

@@ -1,5 +1,5 @@
 import { onStampedeEvent, type WarningEvent } from '@stampede/core';
-import { randomPrefix, testRedis } from '@stampede/test-support';
+import { freePort, randomPrefix, spawnRedisServer, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCache, type RedisCache } from '../src/index.js';
@@ -90,5 +90,39 @@ describe('a value too large to read within operationTimeout', () => {
     await lateRead(cache, 'big-a');
     expect(warningsOf('large-streaks')).toHaveLength(1);
     expect(warningsOf('large-streaks')[0]?.message).toMatch(/'big-a'/);
+  });
+});
+
+describe('reads that waited out an outage', () => {
+  it('do not count as slow reads: no warning blames the value', async () => {
+    // A server of this test's own, stopped while reads are sent: they wait in ioredis's offline
+    // queue and answer after operationTimeout once it is back. Their lateness is the outage's.
+    const port = await freePort();
+    let server = await spawnRedisServer(port);
+    const own = new Redis(server.url, { retryStrategy: () => 20 });
+    own.on('error', () => {});
+    const cache = createRedisCache({ client: own, prefix, name: 'outage-reader', operationTimeout: 20 });
+    caches.push(cache);
+    try {
+      await cache.set('small', entry('v'), { ttl: 60_000 });
+      await server.stop();
+      await waitFor(() => own.status !== 'ready');
+      const reads = [];
+      for (let i = 0; i < 4; i++) {
+        const read = cache.get('small');
+        reads.push(read.catch(() => undefined));
+        await expect(read).rejects.toMatchObject({ code: 'E_STAMPEDE_BACKEND_TIMEOUT', key: 'small' });
+      }
+      server = await spawnRedisServer(port);
+      await waitFor(() => own.status === 'ready', { timeout: 10_000 });
+      // Every queued read has had its late answer.
+      await own.ping();
+      await new Promise((resolve) => setImmediate(resolve));
+      await Promise.all(reads);
+      expect(warningsOf('outage-reader')).toEqual([]);
+    } finally {
+      own.disconnect();
+      await server.stop();
+    }
   });
 });
