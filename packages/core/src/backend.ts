@@ -4,7 +4,7 @@ import { emit, hasListeners } from './events.js';
 import type { ResolvedOptions } from './options.js';
 import { raceTimeout } from './race-timeout.js';
 import type { CacheState } from './registry.js';
-import { isolatedRequests } from './shared.js';
+import { ANSWERED_BY_L1, ANSWERED_BY_L2, isolatedRequests, type TierAnswers } from './shared.js';
 import { reportBackendError } from './stats.js';
 import { intervalFor } from './timers.js';
 
@@ -71,8 +71,10 @@ export function sharedRead(
   const { reads } = state;
   if (reads.size !== 0) {
     const pending = reads.get(key);
-    if (pending !== undefined)
-      return state.localTier === undefined ? pending : sharedTierRead(state, pending);
+    if (pending !== undefined) {
+      const answers = state.tierAnswers;
+      return answers === undefined ? pending : sharedTierRead(state, answers, pending);
+    }
   }
   const read = readEntry(state, key);
   if (read === undefined || !isPendingRead(read)) return read;
@@ -80,16 +82,22 @@ export function sharedRead(
 }
 
 /**
- * A caller's share of a tiered cache's read in flight (its L1 answers synchronously, so that read
- * is of L2): an entry it finds counts in `l2Hits` for this caller too, as it did for the caller
- * whose read it is, so that `hits <= l1Hits + l2Hits` holds per caller.
+ * A caller's share of a tiered cache's read in flight: the entry it finds counts in `l2Hits` (or
+ * `l1Hits`, for an L1 that answers asynchronously) for this caller too, as it did for the caller
+ * whose read it is, so that `hits <= l1Hits + l2Hits` holds per caller. An L1 copy the tiered cache
+ * fell back on (the remote failed) was neither tier's hit, for any of them. The tiered cache records
+ * the tier as its read settles, and these callbacks run right after it, before any later read.
  */
 function sharedTierRead(
   state: CacheState,
+  answers: TierAnswers,
   pending: Promise<CacheEntry | undefined>,
 ): Promise<CacheEntry | undefined> {
   return pending.then((entry) => {
-    if (entry !== undefined) state.counters.l2Hits++;
+    if (entry === undefined) return entry;
+    const tier = answers.get(entry);
+    if (tier === ANSWERED_BY_L2) state.counters.l2Hits++;
+    else if (tier === ANSWERED_BY_L1) state.counters.l1Hits++;
     return entry;
   });
 }

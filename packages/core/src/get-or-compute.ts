@@ -122,7 +122,16 @@ function localTierHit(state: CacheState, tier: Cache, key: string): Promise<unkn
   }
   if (copy === undefined) return undefined;
   const freshUntil = (copy as CacheEntry).freshUntil;
-  if (typeof freshUntil !== 'number' || !stillBefore(freshUntil)) return undefined;
+  if (typeof freshUntil !== 'number') {
+    if (isPendingRead(copy)) {
+      // An L1 that answers asynchronously has no fast path: from now on the tiered cache's own
+      // `get` alone reads it (each call read it twice). This read's answer is nobody's.
+      state.localTier = undefined;
+      copy.then(undefined, () => {});
+    }
+    return undefined;
+  }
+  if (!stillBefore(freshUntil)) return undefined;
   state.counters.l1Hits++;
   state.counters.hits++;
   return settledPromise(copy as CacheEntry);

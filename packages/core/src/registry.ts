@@ -1,7 +1,7 @@
 import type { Cache, CacheEntry } from './cache.js';
 import { kindOf } from './errors.js';
 import type { Flight } from './flight.js';
-import { LOCAL_TIER_KEY, STATE_KEY as STATE, shared } from './shared.js';
+import { LOCAL_TIER_KEY, STATE_KEY as STATE, shared, TIER_ANSWERS_KEY, type TierAnswers } from './shared.js';
 import { countersFor, type StampedeStats } from './stats.js';
 
 export { STATE };
@@ -23,6 +23,11 @@ export interface CacheState {
    * (its `close()` unsets it).
    */
   localTier?: Cache | undefined;
+  /**
+   * For a tiered cache, which tier answered its latest read of each entry (see `TIER_ANSWERS_KEY`):
+   * callers sharing a read count the hit it was. Absent otherwise.
+   */
+  tierAnswers?: TierAnswers | undefined;
   /**
    * When keys were last invalidated or set directly, kept a minute (`fail-safe.ts`): an older entry
    * never becomes a fail-safe fallback. Created on first use (a state made by another copy of the
@@ -81,6 +86,7 @@ function createState(cache: Cache): CacheState {
     reads: new Map(),
     warnedNoLock: false,
     localTier: (cache as Cache & { [LOCAL_TIER_KEY]?: Cache })[LOCAL_TIER_KEY],
+    tierAnswers: (cache as Cache & { [TIER_ANSWERS_KEY]?: TierAnswers })[TIER_ANSWERS_KEY],
   };
   if (Object.isExtensible(cache)) {
     Object.defineProperty(cache, STATE, {

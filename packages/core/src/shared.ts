@@ -99,6 +99,21 @@ export const STATE_KEY: unique symbol = Symbol.for('@stampede/core/state/v1');
  */
 export const LOCAL_TIER_KEY: unique symbol = Symbol.for('@stampede/core/local-tier/v1');
 
+/**
+ * A tiered cache's record of which tier answered its latest asynchronous read of each entry it
+ * handed out (`tiered.ts`), under a `Symbol.for` key like {@link LOCAL_TIER_KEY}: callers that share
+ * that read count the same `l1Hits`/`l2Hits` as the caller whose read it was.
+ */
+export const TIER_ANSWERS_KEY: unique symbol = Symbol.for('@stampede/core/tier-answers/v1');
+
+/** Values of the {@link TIER_ANSWERS_KEY} map: neither tier's hit (a fallback copy), L1, L2. */
+export const ANSWERED_BY_NEITHER = 0;
+export const ANSWERED_BY_L1 = 1;
+export const ANSWERED_BY_L2 = 2;
+
+/** The {@link TIER_ANSWERS_KEY} map: by entry, the tier that answered the latest read of it. */
+export type TierAnswers = WeakMap<object, number>;
+
 function create(): Shared {
   return {
     version: 1,

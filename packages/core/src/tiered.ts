@@ -16,7 +16,16 @@ import { checkKnownKeys, kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
 import { type CacheState, existingState } from './registry.js';
-import { LOCAL_TIER_KEY, STATE_KEY, shared } from './shared.js';
+import {
+  ANSWERED_BY_L1,
+  ANSWERED_BY_L2,
+  ANSWERED_BY_NEITHER,
+  LOCAL_TIER_KEY,
+  STATE_KEY,
+  shared,
+  TIER_ANSWERS_KEY,
+  type TierAnswers,
+} from './shared.js';
 import { countersFor, reportBackendError } from './stats.js';
 import { supersedeTagged } from './tags.js';
 import { supersedeFlights } from './values.js';
@@ -503,6 +512,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       end(key, token);
       if (entry === undefined) return undefined;
       counters.l2Hits++;
+      answeredBy.set(entry, ANSWERED_BY_L2);
       // Kept `localTtl`, past the entry's grace too: what a read finds there then is a miss, and
       // with the remote down fail-safe's fallback (see `failed`). An entry already past its grace
       // is not kept (L1 takes such a write for a removal).
@@ -516,6 +526,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       // The remote is down: an L1 copy beats a miss. Within its grace SWR serves it; past it, it is
       // a miss that fail-safe may fall back on (within `maxStale`).
       reportBackendError(name, 'get', key, error);
+      answeredBy.set(copy, ANSWERED_BY_NEITHER);
       return copy;
     };
     let read: MaybePromise<CacheEntry | undefined>;
@@ -528,11 +539,18 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     return Promise.resolve(read).then(found, failed);
   };
 
-  const afterLocal = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
+  const afterLocal = (
+    key: string,
+    copy: CacheEntry | undefined,
+    pending?: true,
+  ): MaybePromise<CacheEntry | undefined> => {
     if (copy !== undefined && stillBefore(copy.freshUntil)) {
       counters.l1Hits++;
       // The entry as the remote has it: its own freshness decides early refreshes.
-      return originals.get(copy) ?? copy;
+      const entry = originals.get(copy) ?? copy;
+      // An asynchronous read may be shared by callers (see `answeredBy`).
+      if (pending) answeredBy.set(entry, ANSWERED_BY_L1);
+      return entry;
     }
     if (copy === undefined) tracked?.delete(key);
     return readRemote(key, copy);
@@ -540,6 +558,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
 
   // The entries L1 copies were cut from, by copy (see `l1Copy`).
   const originals = new WeakMap<CacheEntry, CacheEntry>();
+  // Which tier answered the latest read of each entry handed out that callers may share (an
+  // asynchronous read; see `TIER_ANSWERS_KEY`): the core counts their l1Hits/l2Hits by it.
+  const answeredBy: TierAnswers = new WeakMap();
   // L1 compares a tagged copy's `createdAt` with the times it learnt of tag invalidations. The
   // remote checked the entry's tags when the read ran, so the copy counts as created when the read
   // started: a copy read before L1 learnt of an invalidation is dropped then, and one read after it
@@ -575,7 +596,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     copy: PromiseLike<CacheEntry | undefined>,
   ): Promise<CacheEntry | undefined> =>
     Promise.resolve(copy).then(
-      (entry) => afterLocal(key, entry),
+      (entry) => afterLocal(key, entry, true),
       (error: unknown) => {
         reportBackendError(name, 'get', key, error);
         return readRemote(key, undefined);
@@ -768,6 +789,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     get: () => (closed ? undefined : local),
     enumerable: false,
   });
+  Object.defineProperty(cache, TIER_ANSWERS_KEY, { value: answeredBy, enumerable: false });
   localTiers.set(local, claim);
   self = cache;
   return cache;

@@ -217,6 +217,44 @@ describe('reads', () => {
     expect(hits).toBeLessThanOrEqual(l1Hits + l2Hits);
   });
 
+  it('callers sharing a read the remote failed, answered by the stale L1 copy, count no l2Hit', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    const options = { ttl: 100, staleWhileRevalidate: 60_000 };
+    expect(await getOrComputeWith(a.cache, 'k', options, () => 'v')).toBe('v');
+    await settled(a.cache);
+    await vi.advanceTimersByTimeAsync(150);
+    store.down = true;
+    resetStats();
+    const calls = Array.from({ length: 3 }, () => getOrComputeWith(a.cache, 'k', options, () => 'new'));
+    expect(await Promise.all(calls)).toEqual(['v', 'v', 'v']);
+    expect(a.counters()).toMatchObject({ staleHits: 3, l1Hits: 0, l2Hits: 0 });
+  });
+
+  it('an L1 that answers asynchronously: callers sharing its read count l1Hits, and it is read once per read', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    let l1Reads = 0;
+    const syncGet = a.local.get.bind(a.local);
+    a.local.get = (key: string) => {
+      l1Reads++;
+      return Promise.resolve(syncGet(key));
+    };
+    expect(await getOrCompute(a.cache, 'k', 60_000, () => 'v')).toBe('v');
+    await settled(a.cache);
+    const getsBefore = a.remote.calls.get;
+    for (const round of [1, 2]) {
+      resetStats();
+      l1Reads = 0;
+      const calls = Array.from({ length: 5 }, () => getOrCompute(a.cache, 'k', 60_000, () => 'filled'));
+      expect(await Promise.all(calls)).toEqual(Array(5).fill('v'));
+      expect(a.counters()).toMatchObject({ hits: 5, l1Hits: 5, l2Hits: 0 });
+      // One shared read of L1 (the first round also paid the core's look for a fast path).
+      expect(l1Reads).toBe(round === 1 ? 2 : 1);
+    }
+    expect(a.remote.calls.get).toBe(getsBefore);
+  });
+
   it('an L1 whose get throws: getOrCompute answers from L2 and counts the fault once', async () => {
     const store = new RemoteStore();
     const a = replica(store);
