@@ -9,7 +9,11 @@ export interface FillEvent {
   readonly key: string;
   /** How long the fill took, in milliseconds of `Date.now()`. */
   readonly durationMs: number;
-  /** `'ok'`, `'error'` (the fill threw) or `'timeout'` (`fillTimeout` passed first). */
+  /**
+   * `'ok'`, `'error'` (the fill threw) or `'timeout'` (`fillTimeout` passed while it ran). A fill
+   * whose callers all left still reports how it ended; a flight whose `fillTimeout` passed during
+   * its lock wait ran no fill and emits none (it counts in `fillTimeouts` and `fillsCancelled`).
+   */
   readonly outcome: 'ok' | 'error' | 'timeout';
   /** True for a background refresh (stale-while-revalidate, or `earlyRefresh`). */
   readonly background: boolean;

@@ -45,6 +45,12 @@ function fillEvent(
   }
 }
 
+/** Whether `flight` was given up because every caller left (its fill may still be running). */
+function abandoned(flight: Flight): boolean {
+  const result = flight.result;
+  return result !== undefined && !result.ok && result.kind === 'abandoned';
+}
+
 function startFlight(
   state: CacheState,
   key: string,
@@ -65,7 +71,8 @@ function startFlight(
     onTimeout: () => {
       state.counters.fillTimeouts++;
       if (background) state.counters.backgroundRefreshFailures++;
-      fillEvent(state, flight, flight.startedAt, 'timeout');
+      // A fill event is a fill function that ran: not a flight given up during its lock wait.
+      if (flight.fillStarted) fillEvent(state, flight, flight.startedAt, 'timeout');
     },
     rescue:
       fallback === undefined
@@ -403,6 +410,11 @@ async function failFill(
       flight.settle({ ok: true, value: confirmed.entry.value });
       activate(state, flight, options, confirmed, 'error');
     }
+  } else if (abandoned(flight)) {
+    // Every caller left before it failed: nobody hears it, but it is a fill that failed.
+    counters.fillFailures++;
+    counted?.();
+    fillEvent(state, flight, startedAt, 'error');
   }
   await release('failed');
   // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.
@@ -437,6 +449,7 @@ async function fillPhase(
     background: flight.background,
   };
   counters.fills++;
+  flight.fillStarted = true;
   const startedAt = Date.now();
   let value: unknown;
   try {
@@ -476,9 +489,10 @@ async function fillPhase(
     }
   }
   // A flight given up while its fill ran (fillTimeout, every caller gone) has answered its callers
-  // already: its value is neither delivered nor written, and the lock is released as failed.
+  // already: its value is neither delivered nor written, and the lock is released as failed. Its
+  // fill event was the timeout's; a fill whose callers all left still reports how it ended.
   const givenUp = flight.result !== undefined;
-  if (!givenUp) fillEvent(state, flight, startedAt, 'ok');
+  if (!givenUp || abandoned(flight)) fillEvent(state, flight, startedAt, 'ok');
   const pending = deliverFilled(
     state,
     flight,

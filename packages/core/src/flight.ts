@@ -143,6 +143,11 @@ export class Flight {
    */
   result: FlightResult | undefined = undefined;
   /**
+   * Set when the fill function is called (after the lock protocol): a flight given up before then
+   * (`fillTimeout` during a lock wait) ran no fill, and emits no `fill` event.
+   */
+  fillStarted = false;
+  /**
    * The async context of the fill function, set by `callFill` (fill-context.ts) just before it runs,
    * and only where the runtime tracks async context. `coalesce` reads it to refuse a call from inside
    * this very fill, which would wait for itself.

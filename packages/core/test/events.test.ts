@@ -45,6 +45,55 @@ describe('stats and events', () => {
     ]);
   });
 
+  it('a fill whose every caller left still reports how it ended, and counts a failure', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const cache = testCache({ name: 'left' });
+    for (const [key, fails] of [
+      ['ok', false],
+      ['bad', true],
+    ] as const) {
+      const controller = new AbortController();
+      const answer = settle(
+        getOrComputeWith(cache, key, { ttl: 1_000, signal: controller.signal }, async () => {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          if (fails) throw new Error('db down');
+          return 1;
+        }),
+      );
+      await vi.advanceTimersByTimeAsync(10);
+      controller.abort();
+      expect(await answer).toMatchObject({ ok: false });
+      await vi.advanceTimersByTimeAsync(50);
+    }
+    expect(events.filter((e) => e.type === 'fill')).toEqual([
+      { type: 'fill', cache: 'left', key: 'ok', durationMs: 50, outcome: 'ok', background: false },
+      { type: 'fill', cache: 'left', key: 'bad', durationMs: 50, outcome: 'error', background: false },
+    ]);
+    expect(statsByCache().left).toMatchObject({ fills: 2, fillFailures: 1, fillTimeouts: 0 });
+  });
+
+  it('a fillTimeout that passes during the lock wait ran no fill and emits no fill event', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const backend = new Backend();
+    backend.lock('k', 60_000);
+    const cache = testCache({ backend, lock: true, name: 'waited' });
+    const fill = vi.fn(() => 'mine');
+    const answer = settle(
+      getOrComputeWith(
+        cache,
+        'k',
+        { distributedFillLock: true, fillTimeout: 50, lockWaitTimeout: 5_000 },
+        fill,
+      ),
+    );
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await answer).toMatchObject({ ok: false });
+    await vi.advanceTimersByTimeAsync(6_000);
+    expect(fill).not.toHaveBeenCalled();
+    expect(events.filter((e) => e.type === 'fill')).toEqual([]);
+    expect(statsByCache().waited).toMatchObject({ fills: 0, fillTimeouts: 1, fillsCancelled: 1 });
+  });
+
   it('reports lock waits with their duration and outcome', async () => {
     vi.useFakeTimers({ now: 0 });
     const backend = new Backend();

@@ -236,7 +236,7 @@ describe('reads', () => {
     const a = replica(store);
     let l1Reads = 0;
     const syncGet = a.local.get.bind(a.local);
-    a.local.get = (key: string) => {
+    (a.local as { get: Cache['get'] }).get = (key: string) => {
       l1Reads++;
       return Promise.resolve(syncGet(key));
     };
