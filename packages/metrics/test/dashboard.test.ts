@@ -101,6 +101,21 @@ describe('dashboards/stampede.json', () => {
     expect(exprs.length).toBeGreaterThan(10);
   });
 
+  it('a share of calls counts every call: hits, stale hits, misses and aborted reads (identity 1)', () => {
+    const shares = exprs.filter((expr) => expr.includes('/') && expr.includes('stampede_misses_total'));
+    expect(shares.length).toBeGreaterThanOrEqual(3);
+    for (const expr of shares) {
+      const denominator = expr.slice(expr.lastIndexOf('/'));
+      for (const name of [
+        'stampede_hits_total',
+        'stampede_stale_hits_total',
+        'stampede_misses_total',
+        'stampede_aborted_reads_total',
+      ])
+        expect(denominator, expr).toContain(name);
+    }
+  });
+
   it('references only metric names this package registers', () => {
     const registered = registeredSeriesNames();
     for (const expr of exprs) {
