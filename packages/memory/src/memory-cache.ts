@@ -183,9 +183,14 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       if (direct !== true && deletedAfter(key, entry.createdAt)) return false;
       // Likewise after every tag invalidation its caller knows of: one made in the same millisecond
       // (`invalidateTag`, then `setValue` to repopulate) must not make it read as invalidated, as
-      // it would a fill of that millisecond. An older direct write still reads as invalidated.
-      if (direct === true && entry.tags !== undefined && entry.createdAt === latestTagTime(entry.tags)) {
-        entry = changeEntry(entry, { createdAt: entry.createdAt + 1 });
+      // it would a fill of that millisecond; nor one recorded past the present (see
+      // `invalidateTags`). It is dated just after the latest. An older direct write (a tiered
+      // cache's copy of an entry read before the invalidation) still reads as invalidated.
+      if (direct === true && entry.tags !== undefined) {
+        const latest = latestTagTime(entry.tags);
+        if (entry.createdAt <= latest && (entry.createdAt === latest || latest >= Date.now())) {
+          entry = changeEntry(entry, { createdAt: latest + 1 });
+        }
       }
       if (!shouldReplace(lru.peek(key), entry)) return false;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
@@ -208,7 +213,14 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       deletions.record(key, Date.now());
     },
     invalidateTags(tags: readonly string[], at: number = Date.now()): void {
-      for (const tag of tags) tagTimes.record(tag, at);
+      // A tag's record at or past the present millisecond may cover a direct write dated just after
+      // it (see `set`): an invalidation now is recorded strictly after it, so that `invalidateTag`,
+      // `setValue`, `invalidateTag` in one millisecond leaves the value invalidated.
+      const now = Date.now();
+      for (const tag of tags) {
+        const previous = latestTagTime([tag]);
+        tagTimes.record(tag, previous >= at && previous >= now ? previous + 1 : at);
+      }
     },
     clear(): void {
       lru.clear();

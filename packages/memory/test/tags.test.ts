@@ -75,6 +75,35 @@ describe('memory tags', () => {
     expect(cache.get('f')).toBeUndefined();
   });
 
+  it('invalidate, setValue, invalidate, setValue... all in one millisecond: each read follows the last call', async () => {
+    const cache = createMemoryCache();
+    const now = Date.now();
+    for (let round = 0; round < 3; round++) {
+      await invalidateTag(cache, 'group');
+      expect(await getValue(cache, 'k')).toBeUndefined();
+      await setValue(cache, 'k', `v${round}`, { ttl: '1m', tags: ['group'] });
+      expect(await getValue(cache, 'k')).toBe(`v${round}`);
+    }
+    await invalidateTag(cache, 'group');
+    expect(await getValue(cache, 'k')).toBeUndefined();
+    expect(Date.now()).toBe(now);
+    // The records stepped a few ms past the clock; a fill's write is judged against them (a miss,
+    // never an invalidated value) until the clock passes them.
+    vi.advanceTimersByTime(10);
+    cache.set('f', entry('filled', Date.now(), ['group']), { ttl: 60_000 });
+    expect(cache.get('f')?.value).toBe('filled');
+  });
+
+  it('a later invalidation at an older time (from another replica) moves no record', () => {
+    const cache = createMemoryCache();
+    const now = Date.now();
+    cache.invalidateTags(['t'], now - 50);
+    vi.advanceTimersByTime(1);
+    cache.set('k', entry('v', now - 49, ['t']), { ttl: undefined });
+    cache.invalidateTags(['t'], now - 60);
+    expect(cache.get('k')?.value).toBe('v');
+  });
+
   it('works end to end through the core', async () => {
     const cache = createMemoryCache();
     let n = 0;
