@@ -7,8 +7,9 @@ import { createLatestTimes } from './latest-times.js';
 export interface MemoryCacheOptions {
   /**
    * Most entries kept; the least recently used goes first. Ignored when `lru` is given. A positive
-   * integer up to 2^32 - 1; lru-cache allocates room for `max` entries when the cache is made (some
-   * 28 MB at a million), so size it for what you store.
+   * integer up to 2^24 (16,777,216): lru-cache allocates room for `max` entries when the cache is
+   * made (about 44 bytes each: 44 MB at a million, 740 MB at the bound), so size it for what you
+   * store. (Larger values ended the process with an out-of-memory abort no `catch` could stop.)
    * @default 10000
    */
   max?: number;
@@ -55,9 +56,10 @@ export interface MemoryCache extends Cache {
   invalidateTags(tags: readonly string[], at?: number): void;
 }
 
-// lru-cache allocates arrays of `max` slots when it is made; a JavaScript array holds at most
-// 2^32 - 1 (its own check, past 2^53, is a plain Error that does not name the option).
-const MAX_ENTRIES = 2 ** 32 - 1;
+// lru-cache allocates arrays of `max` slots when it is made (about 44 bytes a slot, measured with
+// lru-cache 11): past some 2^25 slots that aborts the process with an out-of-memory error no `catch`
+// stops, well below the 2^32 - 1 a JavaScript array could hold. 2^24 is 740 MB up front.
+const MAX_ENTRIES = 2 ** 24;
 
 // lru-cache's clock must agree with the envelope's (Date.now), so a physical expiry never
 // precedes the logical one and fake timers move both.
@@ -107,7 +109,9 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   }
   if (typeof max !== 'number') throw new TypeError(`options.max must be a number; got ${kindOf(max)}`);
   if (given === undefined && (!Number.isInteger(max) || max < 1 || max > MAX_ENTRIES)) {
-    throw new RangeError(`options.max must be a positive integer up to ${MAX_ENTRIES}; got ${String(max)}`);
+    throw new RangeError(
+      `options.max must be a positive integer up to ${MAX_ENTRIES} (lru-cache allocates every slot up front, about 44 bytes each); got ${String(max)}. For more entries, pass an LRUCache of your own as options.lru`,
+    );
   }
   const lru =
     given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock, ttlResolution: TTL_RESOLUTION_MS });

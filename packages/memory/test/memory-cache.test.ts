@@ -142,6 +142,11 @@ describe('createMemoryCache', () => {
       /options\.max must be a positive integer up to/,
     );
     expect(() => createMemoryCache({ max: 2 ** 32 })).toThrow(RangeError);
+    // lru-cache allocates every slot up front: these aborted the process (out of memory) before.
+    expect(() => createMemoryCache({ max: 2 ** 32 - 1 })).toThrow(
+      /options\.max must be a positive integer up to 16777216/,
+    );
+    expect(() => createMemoryCache({ max: 2 ** 24 + 1 })).toThrow(RangeError);
     // lru-cache refuses a write without a size once it limits sizes: nothing would ever be cached.
     expect(() => createMemoryCache({ lru: new LRUCache({ maxSize: 5_000 }) })).toThrow(/sizeCalculation/);
     expect(() => createMemoryCache({ lru: new LRUCache({ max: 10, maxEntrySize: 500 }) })).toThrow(TypeError);
