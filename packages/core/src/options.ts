@@ -339,7 +339,7 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
   checkOptionNames(options);
   const ttl = toOptionalMilliseconds(options.ttl, 'options.ttl');
   const grace = toOptionalMilliseconds(options.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
-  const lock = options.distributedFillLock ?? false;
+  const lock = options.distributedFillLock === undefined ? false : options.distributedFillLock;
   if (typeof lock !== 'boolean') {
     throw new TypeError(`options.distributedFillLock must be a boolean; got ${kindOf(lock)}`);
   }

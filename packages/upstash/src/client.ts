@@ -21,9 +21,8 @@ export function assertUpstashClient(
   client: unknown,
   option = 'options.client',
 ): asserts client is UpstashClient {
-  if (client === undefined || client === null) {
-    throw new TypeError(`${option} is required: pass a Redis from @upstash/redis`);
-  }
+  if (client === undefined) throw new TypeError(`${option} is required: pass a Redis from @upstash/redis`);
+  if (client === null) throw new TypeError(`${option} must be a Redis from @upstash/redis; got null`);
   if (typeof client !== 'object') {
     throw new TypeError(`${option} must be a Redis from @upstash/redis; got ${kindOf(client)}`);
   }

@@ -13,7 +13,15 @@ describe('createUpstashCache options', () => {
   it('needs an options object with a client', () => {
     expect(create(undefined)).toThrow(TypeError);
     expect(create({})).toThrow(/options\.client is required/);
-    expect(create({ client: null })).toThrow(/options\.client is required/);
+    expect(create({ client: null })).toThrow(
+      /options\.client must be a Redis from @upstash\/redis; got null/,
+    );
+  });
+
+  it('an optional client given as null is named as such, not as missing', () => {
+    expect(create({ client, lockClient: null })).toThrow(
+      /options\.lockClient must be a Redis from @upstash\/redis; got null/,
+    );
   });
 
   it('names options.client when it is the wrong type', () => {
