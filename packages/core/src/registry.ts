@@ -51,6 +51,8 @@ const frozenStates = shared.frozenStates;
 
 export type Stateful = Cache & { [STATE]?: CacheState };
 
+const describeName = (name: unknown): string => (name === '' ? "''" : kindOf(name));
+
 function assertCache(cache: unknown): asserts cache is Cache {
   if (typeof cache !== 'object' || cache === null) {
     throw new TypeError(`cache must be a Cache object; got ${kindOf(cache)}`);
@@ -61,8 +63,10 @@ function assertCache(cache: unknown): asserts cache is Cache {
       throw new TypeError(`cache must implement the Cache interface: cache.${method} is not a function`);
     }
   }
-  if (candidate.name !== undefined && typeof candidate.name !== 'string') {
-    throw new TypeError('cache.name must be a string when present');
+  if (candidate.name !== undefined && (typeof candidate.name !== 'string' || candidate.name.length === 0)) {
+    throw new TypeError(
+      `cache.name must be a non-empty string when present; got ${describeName(candidate.name)}`,
+    );
   }
 }
 

@@ -1,3 +1,4 @@
+import { kindOf } from './errors.js';
 import { type BackendOperation, emit, hasListeners } from './events.js';
 import { shared } from './shared.js';
 
@@ -230,6 +231,23 @@ export function statsByCache(): Record<string, StampedeStats> {
   return out;
 }
 
+// Every BackendOperation (the record's type makes the compiler check the list is complete).
+const OPERATIONS: Record<BackendOperation, true> = {
+  get: true,
+  set: true,
+  delete: true,
+  lock: true,
+  release: true,
+  extend: true,
+  decode: true,
+  encode: true,
+  subscribe: true,
+  publish: true,
+  tags: true,
+  'warm-up': true,
+};
+const BACKEND_OPERATIONS: ReadonlySet<string> = new Set(Object.keys(OPERATIONS));
+
 /**
  * Sets every counter back to zero. Meant for tests: exporters such as `@stampede/metrics` read these
  * counters as monotonic, and Prometheus sees a reset as a counter restart.
@@ -241,6 +259,10 @@ export function resetStats(): void {
 /**
  * Counts a backend fault and emits a `backend-error` event. Adapters call this for faults the core
  * cannot see (an entry that does not decode, a publish that fails).
+ *
+ * @throws TypeError naming the argument for a `cacheName` that is not a non-empty string (it would
+ * start a counter series of its own), an `operation` that is not a {@link BackendOperation}, or a
+ * `key` that is neither a string nor `undefined`
  */
 export function reportBackendError(
   cacheName: string,
@@ -248,6 +270,17 @@ export function reportBackendError(
   key: string | undefined,
   error: unknown,
 ): void {
+  if (typeof cacheName !== 'string' || cacheName.length === 0) {
+    throw new TypeError(`reportBackendError: cacheName must be a non-empty string; got ${kindOf(cacheName)}`);
+  }
+  if (!BACKEND_OPERATIONS.has(operation)) {
+    throw new TypeError(
+      `reportBackendError: operation must be one of ${[...BACKEND_OPERATIONS].join(', ')}; got ${typeof operation === 'string' ? `'${operation}'` : kindOf(operation)}`,
+    );
+  }
+  if (key !== undefined && typeof key !== 'string') {
+    throw new TypeError(`reportBackendError: key must be a string or undefined; got ${kindOf(key)}`);
+  }
   countersFor(cacheName).backendErrors++;
   if (hasListeners()) emit({ type: 'backend-error', cache: cacheName, key, operation, error });
 }

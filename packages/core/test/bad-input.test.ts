@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createEntry } from '../src/adapter.js';
+import { createEntry, reportBackendError } from '../src/adapter.js';
 import {
+  type BackendOperation,
   type Cache,
   configure,
   createTieredCache,
@@ -12,6 +13,7 @@ import {
   jitteredTtl,
   STAT_NAMES,
   setValue,
+  statsByCache,
   whenIdle,
 } from '../src/index.js';
 import { testCache } from './helpers.js';
@@ -105,6 +107,12 @@ describe('bad input is rejected before anything is read or written', () => {
       /distributedFillLock/,
     ],
     [
+      'null lock flag (it used to read as false: the lock asked for was silently absent)',
+      (c) => getOrComputeWith(c, 'k', { distributedFillLock: null as unknown as boolean }, fill),
+      TypeError,
+      /options\.distributedFillLock must be a boolean; got null/,
+    ],
+    [
       'non-signal signal',
       (c) => getOrComputeWith(c, 'k', { signal: {} as AbortSignal }, fill),
       TypeError,
@@ -178,6 +186,34 @@ describe('bad input is rejected before anything is read or written', () => {
       staleUntil: Number.POSITIVE_INFINITY,
       delta: 0,
     });
+  });
+
+  it('a cache named by an empty string (or not a string) is refused, naming cache.name', async () => {
+    const unnamed = { ...testCache(), name: '' };
+    await expect(getOrCompute(unnamed, 'k', 1_000, fill)).rejects.toThrow(
+      /cache\.name must be a non-empty string when present; got ''/,
+    );
+    const numbered = { ...testCache(), name: 42 as unknown as string };
+    await expect(getOrCompute(numbered, 'k', 1_000, fill)).rejects.toThrow(/cache\.name .*got number/);
+    expect(Object.keys(statsByCache())).not.toContain('');
+  });
+
+  it("the adapter kit's reportBackendError names a bad cacheName, operation or key, and counts nothing", () => {
+    const before = statsByCache()['kit-check']?.backendErrors ?? 0;
+    const fault = new Error('down');
+    expect(() => reportBackendError('', 'get', 'k', fault)).toThrow(/cacheName must be a non-empty string/);
+    expect(() => reportBackendError(42 as unknown as string, 'get', 'k', fault)).toThrow(
+      /cacheName .*number/,
+    );
+    expect(() => reportBackendError('kit-check', 'fetch' as BackendOperation, 'k', fault)).toThrow(
+      /operation must be one of get, set, .*; got 'fetch'/,
+    );
+    expect(() => reportBackendError('kit-check', 'get', 7 as unknown as string, fault)).toThrow(
+      /key must be a string or undefined; got number/,
+    );
+    expect(statsByCache()['kit-check']?.backendErrors ?? 0).toBe(before);
+    reportBackendError('kit-check', 'warm-up', undefined, fault);
+    expect(statsByCache()['kit-check']?.backendErrors).toBe(before + 1);
   });
 
   it('STAT_NAMES cannot be changed by a caller', () => {
