@@ -68,7 +68,7 @@ export type StartClockThread = (buffer: SharedArrayBuffer) => void;
 /** The coarse clock's process-wide state (on `shared`, so that every copy of the core uses one). */
 export interface CoarseClock {
   /** Shared with the thread (see {@link BUFFER_BYTES}). */
-  readonly buffer: SharedArrayBuffer;
+  readonly buffer: SharedArrayBuffer | ArrayBuffer;
   /** `[0]`: the time the thread last wrote, in whole seconds since the epoch; 0 while none is trusted. */
   readonly seconds: Uint32Array;
   /** The cells {@link STATE}, {@link BEAT} and {@link SLEEP}. */
@@ -92,7 +92,11 @@ export interface CoarseClock {
 function create(): CoarseClock {
   // One buffer for the life of the process, so that the hit path always reads the same array (a
   // second array of another kind would make it polymorphic); each thread started works on it.
-  const buffer = new SharedArrayBuffer(BUFFER_BYTES);
+  // A browser page that is not cross-origin isolated has no SharedArrayBuffer: the core still loads,
+  // on a plain buffer no thread can share (it is marked broken, so none is started, and every hit
+  // reads the real clock).
+  const shareable = typeof SharedArrayBuffer === 'function';
+  const buffer = shareable ? new SharedArrayBuffer(BUFFER_BYTES) : new ArrayBuffer(BUFFER_BYTES);
   const control = new Int32Array(buffer, CONTROL_OFFSET, 3);
   control[STATE] = EXITED;
   return {
@@ -105,7 +109,7 @@ function create(): CoarseClock {
     native: undefined,
     start: undefined,
     enabled: true,
-    broken: false,
+    broken: !shareable,
   };
 }
 
@@ -174,7 +178,8 @@ function engage(c: CoarseClock): void {
   if (state === RUNNING || Atomics.compareExchange(control, STATE, EXITED, RUNNING) !== EXITED) return;
   c.seconds[0] = 0;
   try {
-    c.start(c.buffer);
+    // Shared whenever a thread may start (`broken` otherwise).
+    c.start(c.buffer as SharedArrayBuffer);
   } catch {
     // Not allowed here (a permission model, a sandbox): hits read the real clock from now on.
     c.broken = true;

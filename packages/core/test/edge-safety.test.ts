@@ -1,5 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createContext, runInContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 
 const src = join(import.meta.dirname, '..', 'src');
@@ -44,6 +45,58 @@ describe('@stampede/core runs on edge runtimes', () => {
     visit('adapter.js');
     visit('adapter.cjs');
     expect(seen.size).toBeGreaterThan(2);
+  });
+
+  it('loads and answers where there is no SharedArrayBuffer (a browser page not cross-origin isolated)', async () => {
+    // A realm of its own without SharedArrayBuffer, running the CommonJS build with a require that
+    // loads its chunks into the same realm. It used to throw a ReferenceError as it loaded.
+    // What a browser page offers besides the language (a vm realm has only the language).
+    const context = createContext({
+      AbortController,
+      AbortSignal,
+      DOMException,
+      Event,
+      EventTarget,
+      setTimeout,
+      clearTimeout,
+      queueMicrotask,
+      TextEncoder,
+      TextDecoder,
+      performance,
+    });
+    runInContext('delete globalThis.SharedArrayBuffer', context);
+    expect(runInContext('typeof SharedArrayBuffer', context)).toBe('undefined');
+    const modules = new Map<string, unknown>();
+    const load = (file: string): unknown => {
+      const known = modules.get(file);
+      if (known !== undefined) return known;
+      const module = { exports: {} as Record<string, unknown> };
+      modules.set(file, module.exports);
+      const factory = runInContext(
+        `(function (module, exports, require) {${readFileSync(join(dist, file), 'utf8')}\n})`,
+        context,
+      ) as (m: typeof module, e: unknown, r: (name: string) => unknown) => void;
+      factory(module, module.exports, (name) => {
+        if (!name.startsWith('./')) throw new Error(`unexpected require of ${name}`);
+        return load(name.slice(2));
+      });
+      modules.set(file, module.exports);
+      return module.exports;
+    };
+    const core = load('index.cjs') as typeof import('../src/index.js');
+    const entries = new Map<string, import('../src/index.js').CacheEntry>();
+    const cache = {
+      name: 'no-sab',
+      get: (key: string) => entries.get(key),
+      set: (key: string, entry: import('../src/index.js').CacheEntry) => {
+        entries.set(key, entry);
+      },
+      delete: (key: string) => {
+        entries.delete(key);
+      },
+    };
+    expect(await core.getOrCompute(cache, 'k', 60_000, () => 'filled')).toBe('filled');
+    expect(await core.getOrCompute(cache, 'k', 60_000, () => 'again')).toBe('filled');
   });
 
   it('has no runtime dependencies', () => {
