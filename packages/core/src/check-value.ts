@@ -43,7 +43,9 @@ function fromSchema(result: unknown): CheckResult {
   try {
     if (typeof result === 'object' && result !== null) {
       const { issues } = result as { issues?: unknown };
-      if (issues === undefined) {
+      // "A falsy value for `issues` indicates success" (the Standard Schema's own words): `null`
+      // too, as a hand-written schema may answer.
+      if (!issues) {
         if ('value' in result) return { ok: true, value: (result as { value: unknown }).value };
       } else if (Array.isArray(issues) && issues.length > 0) {
         return { ok: false, issues: issues.map(toIssue) };

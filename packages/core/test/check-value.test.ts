@@ -271,6 +271,22 @@ describe('checkValue: bad input', () => {
   );
 });
 
+describe('checkValue: a success whose issues are null (falsy, as the Standard Schema allows)', () => {
+  it('is a success: the value is served', async () => {
+    const checkValue = {
+      '~standard': {
+        version: 1,
+        vendor: 'hand-written',
+        validate: (value: unknown) => ({ value, issues: null }),
+      },
+    } as unknown as StandardSchemaV1<number>;
+    const cache = testCache();
+    expect(await getOrComputeWith(cache, 'k', { checkValue }, () => 5)).toBe(5);
+    expect(await getOrComputeWith(cache, 'k', { checkValue }, () => 6)).toBe(5);
+    expect(stats().checkValueFailures).toBe(0);
+  });
+});
+
 describe('checkValue: a schema whose validate breaks the Standard Schema contract', () => {
   const schemaAnswering = (answer: () => unknown): StandardSchemaV1 =>
     ({ '~standard': { version: 1, vendor: 'broken', validate: answer } }) as unknown as StandardSchemaV1;
