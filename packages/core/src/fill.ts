@@ -17,6 +17,7 @@ import { activate, confirmFallback, type Fallback, softTimeout } from './fail-sa
 import { callFill, fillSettled } from './fill-context.js';
 import { Flight, type Rescue } from './flight.js';
 import { trackWork } from './idle.js';
+import { warnIfNotKeptAlive } from './isolated-flights.js';
 import { acquireOrWait, type WaitHint } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
@@ -62,6 +63,7 @@ function startFlight(
   // that went on in the background after its soft timeout.
   let holdsSlot = background;
   let soft: LongTimeout | undefined;
+  warnIfNotKeptAlive(state, options.waitUntil);
   const flight = new Flight({
     key,
     background,
@@ -102,6 +104,7 @@ function startFlight(
       }
     },
     tags: options.tags,
+    handedOff: options.waitUntil !== undefined,
   });
   if (!background && fallback !== undefined && options.softTimeout !== undefined) {
     soft = setLongTimeout(() => {

@@ -1,6 +1,7 @@
 import { abortReason, onAbort } from './abort.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
+import { HEARTBEAT_MS, SILENT_FLIGHT_MS } from './isolated-flights.js';
 import { type FillFrame, isolatedRequests } from './shared.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
@@ -71,6 +72,12 @@ export interface FlightOptions {
   readonly rescue?: ((failure: Failure) => Rescue | undefined | PromiseLike<Rescue | undefined>) | undefined;
   /** The tags the fill's value is written with, if any. */
   readonly tags?: readonly string[] | undefined;
+  /**
+   * Whether the caller that starts the flight gave a `waitUntil`, which keeps the flight's work
+   * alive after its request has answered. Only read on isolated runtimes (see `Flight.heartbeat`).
+   * @default false
+   */
+  readonly handedOff?: boolean | undefined;
 }
 
 /**
@@ -170,6 +177,21 @@ export class Flight {
    * the fill lock is released only after it has landed, so a replica waiting for the lock finds it.
    */
   rearming: Promise<void> | undefined = undefined;
+  /**
+   * On isolated runtimes (`isolatedRequests`, workerd) only, else undefined: when the flight last
+   * showed a sign of life (ms since the epoch). Set to `startedAt` at construction, then every
+   * `HEARTBEAT_MS` (250 ms) by a timer armed in the request context that started the flight, which is
+   * the context its fill and its write run in; that timer stops once the flight has settled and left
+   * the registry (its write done). workerd ends a request's context when it has answered (or its
+   * `waitUntil` work is done), and with it the fill's I/O and this timer: a beat older than
+   * `SILENT_FLIGHT_MS` (2 s) means the fill can never settle, or its write never land (see `gone`).
+   */
+  heartbeat: number | undefined = undefined;
+  /**
+   * Whether a `waitUntil` keeps the flight's work alive after its request has answered
+   * (`FlightOptions.handedOff`). Set at construction.
+   */
+  readonly handedOff: boolean;
 
   /** Where the flight is registered; `detach` removes it only if it is still the key's flight. */
   private readonly registry: Map<string, Flight>;
@@ -186,6 +208,15 @@ export class Flight {
   private sharedError: CacheFillError | undefined = undefined;
   /** How to answer each caller that has a promise of its own; it leaves this set when it leaves. */
   private readonly individual = new Set<(result: FlightResult) => void>();
+  /** The timer that writes `heartbeat`: armed at construction on isolated runtimes, cleared by `settle`. */
+  private readonly pulse: ReturnType<typeof setInterval> | undefined;
+  /**
+   * Set once, by `reap`, while `result` is undefined: the flight's request is gone. The error every
+   * watcher stops waiting with; `result` stays undefined unless the fill comes back after all.
+   */
+  private reaped: CacheFillError | undefined = undefined;
+  /** Set once `onSettle` has run (by `settle` or `reap`, whichever came first). */
+  private endReported = false;
 
   constructor(options: FlightOptions) {
     this.key = options.key;
@@ -202,6 +233,15 @@ export class Flight {
     this.deadline = limit === undefined ? Number.POSITIVE_INFINITY : this.startedAt + limit;
     // A long timer: fillTimeout may exceed the 24.8-day limit of a single one.
     this.timeout = limit === undefined ? undefined : setLongTimeout(() => this.timedOut(limit), limit);
+    this.handedOff = options.handedOff === true;
+    if (isolatedRequests()) {
+      this.heartbeat = this.startedAt;
+      this.pulse = setInterval(() => {
+        this.heartbeat = Date.now();
+      }, HEARTBEAT_MS);
+      // Where timers can hold a process open (Node with `isolatedRequests` set by hand), this one must not.
+      (this.pulse as { unref?: () => void }).unref?.();
+    }
   }
 
   /** Waits for this fill as the caller that started it: it alone gets the fill's own error. */
@@ -220,6 +260,57 @@ export class Flight {
   /** Removes the flight from its registry, if it is still the one registered for its key. */
   detach(): void {
     if (this.registry.get(this.key) === this) this.registry.delete(this.key);
+    // A settled flight's work (its write) is over once it leaves the registry.
+    if (this.result !== undefined) this.stopPulse();
+  }
+
+  /** Stops the heartbeat's timer (isolated runtimes). */
+  private stopPulse(): void {
+    if (this.pulse !== undefined) clearInterval(this.pulse);
+  }
+
+  /**
+   * True when the request context that runs this flight's fill is gone (isolated runtimes only; never
+   * on Node): its `heartbeat` has been silent for `SILENT_FLIGHT_MS`, and the flight has not settled,
+   * or has settled but is still registered for a write that can then never land.
+   */
+  gone(): boolean {
+    const heartbeat = this.heartbeat;
+    if (heartbeat === undefined || Date.now() - heartbeat < SILENT_FLIGHT_MS) return false;
+    // Unsettled; or settled and still registered, its write never landed: later calls would get its
+    // value, however old, for as long as the isolate lives.
+    return this.result === undefined || this.registry.get(this.key) === this;
+  }
+
+  /**
+   * Gives up a flight whose request context is gone (`gone`, or a `fillTimeout` timer that never
+   * fired): it leaves the registry (the next call fills afresh), its watchers stop waiting with a
+   * `'timeout'` error whose message is `why`, a background flight frees its refresh slot
+   * (`onSettle` runs now), and it counts as a fill timeout.
+   *
+   * Called from another request's context, so it touches nothing that belongs to the gone one: the
+   * fill is not aborted (on workerd, aborting a signal handed to that request's `fetch` throws) and
+   * the promises of its own callers are left alone (nothing there can hear them, and workerd refuses
+   * to settle them from here). The flight is not settled either: were its request alive after all,
+   * its fill would still answer its own callers and write, as usual. A fill lock it holds lapses
+   * after `lockTtl`.
+   */
+  reap(why: string): void {
+    this.detach();
+    if (this.result !== undefined || this.reaped !== undefined) return;
+    const cause = new Error(why);
+    cause.name = 'TimeoutError';
+    this.reaped = new CacheFillError('timeout', this.key, why, { cause });
+    this.stopPulse();
+    this.ended();
+    this.onTimeout(this);
+  }
+
+  /** Runs `onSettle` once: when the flight settles, or earlier when it is reaped. */
+  private ended(): void {
+    if (this.endReported) return;
+    this.endReported = true;
+    this.onSettle?.(this);
   }
 
   /** Delivers `result` to every caller; false if the flight had already settled. */
@@ -228,7 +319,9 @@ export class Flight {
     this.result = result;
     this.callers = 0;
     this.timeout?.clear();
-    this.onSettle?.(this);
+    // The heartbeat goes on while the flight stays registered for its write (see `detach`).
+    if (this.registry.get(this.key) !== this) this.stopPulse();
+    this.ended();
     if (result.ok) {
       this.leader?.resolve(result.value);
       this.shared?.resolve(result.value);
@@ -298,8 +391,13 @@ export class Flight {
         stop();
         reject(error);
         this.callers--;
-        if (this.callers === 0 && this.watchers === 0 && !this.background && this.result === undefined) {
-          this.abandon(reason);
+        if (this.callers === 0 && !this.background && this.result === undefined) {
+          if (this.watchers === 0) this.abandon(reason);
+          // Isolated runtimes: the callers of the request that runs the fill have all left, so that
+          // request may answer and end at any moment, taking the fill with it (unless a `waitUntil`
+          // keeps it). The requests watching it keep watching, but a later call starts a fill of
+          // its own rather than join one that may be dying.
+          else if (this.heartbeat !== undefined && !this.handedOff) this.detach();
         }
       };
       this.individual.add(answer);
@@ -326,11 +424,16 @@ export class Flight {
    * settlement is refused. Such a joiner is not counted in `callers`, so its leaving never abandons
    * the fill (the abort would run the fill's own clean-up from this request's context); it stops
    * waiting on its own signal and its own `limit`, and the fill goes on.
+   *
+   * The wait is bounded even without a limit: when the request that runs the fill is gone (its
+   * `heartbeat` silent for `SILENT_FLIGHT_MS`, or its `fillTimeout` timer never fired), the watcher
+   * gives the flight up (`reap`) and every watcher gets a `'timeout'` error.
    */
   private watch(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
     return new Promise((resolve, reject) => {
       const giveUpAt = limit === undefined ? Number.POSITIVE_INFINITY : Date.now() + limit;
       let delay = WATCH_FIRST_MS;
+      let lookedAt = Date.now();
       let timer: ReturnType<typeof setTimeout> | undefined;
       let stopListening: (() => void) | undefined;
       this.watchers++;
@@ -340,6 +443,22 @@ export class Flight {
         stopListening?.();
       };
       const look = (): void => {
+        const now = Date.now();
+        // A look that comes late (this isolate was busy) may find the heartbeat late for the same
+        // reason: silence counts only when this watcher's own timers ran on time meanwhile.
+        const onTime = now - lookedAt < HEARTBEAT_MS;
+        lookedAt = now;
+        if (this.result === undefined && this.early === undefined && this.reaped === undefined) {
+          if (now >= this.deadline + DEAD_FLIGHT_MS) {
+            this.reap(
+              `fill of '${this.key}' did not settle within its ${this.deadline - this.startedAt}ms (fillTimeout) and its timer never fired (the request that started it is gone); the next call starts a new fill`,
+            );
+          } else if (onTime && this.gone()) {
+            this.reap(
+              `fill of '${this.key}' can never settle: the request that runs it is gone (on workerd, a request's work is cancelled when it has answered; pass waitUntil to keep a fill alive); the next call starts a new fill`,
+            );
+          }
+        }
         const result: FlightResult | undefined =
           this.result ?? (this.early === undefined ? undefined : { ok: true, value: this.early.value });
         if (result !== undefined) {
@@ -348,16 +467,9 @@ export class Flight {
           else reject(this.errorFor(result, 'joiner'));
           return;
         }
-        const now = Date.now();
-        if (now >= this.deadline + DEAD_FLIGHT_MS) {
-          // Out of the registry, so the next caller starts a fill of its own.
+        if (this.reaped !== undefined) {
           stop();
-          this.detach();
-          reject(
-            this.timeoutError(
-              `fill of '${this.key}' did not settle within its ${this.deadline - this.startedAt}ms (fillTimeout) and its timer never fired (the request that started it is gone); the next call starts a new fill`,
-            ),
-          );
+          reject(this.reaped);
           return;
         }
         const left = giveUpAt - now;

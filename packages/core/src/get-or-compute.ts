@@ -12,6 +12,7 @@ import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
+import { liveFlight } from './isolated-flights.js';
 import {
   type FillContext,
   type GetOrComputeOptions,
@@ -179,7 +180,7 @@ function slowGetOrCompute<T>(
     return Promise.reject(error);
   }
   if (state.flights.size !== 0) {
-    const flight = state.flights.get(key);
+    const flight = liveFlight(state.flights, key);
     if (flight !== undefined && !flight.background)
       return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
@@ -243,7 +244,7 @@ export function getOrComputeWith<T>(
     return Promise.reject(abortReason(signal));
   }
   if (state.flights.size !== 0 && resolved.grace === 0) {
-    const flight = state.flights.get(key);
+    const flight = liveFlight(state.flights, key);
     if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
   }
   const shared = sharedRead(state, key);
@@ -360,13 +361,13 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (state.flights.get(key) === undefined) refreshInBackground(state, key, options, fill, entry);
+      if (liveFlight(state.flights, key) === undefined) refreshInBackground(state, key, options, fill, entry);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);
     }
   }
-  const inFlight = state.flights.get(key);
+  const inFlight = liveFlight(state.flights, key, true);
   if (inFlight !== undefined) return coalesce(state, inFlight, options);
   counters.misses++;
   // With fail-safe, an expired entry the read still found is what a failing fill falls back on.
@@ -519,7 +520,7 @@ function refreshEarly(
   options: ResolvedOptions,
   fill: FillFn,
 ): void {
-  if (state.flights.get(key) !== undefined) return;
+  if (liveFlight(state.flights, key) !== undefined) return;
   const { counters } = state;
   if (!takeRefreshSlot()) {
     counters.earlyRefreshesSkipped++;
