@@ -1,7 +1,16 @@
+import { createHash } from 'node:crypto';
 import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { createTieredCache, getOrComputeWith, statsByCache } from '@stampede/core';
+import {
+  createTieredCache,
+  getOrComputeWith,
+  getValue,
+  invalidateTag,
+  setValue,
+  statsByCache,
+} from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
+import { TIME_SCRIPT } from '@stampede/redis-protocol';
 import { randomPrefix, runToExit, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
@@ -297,5 +306,46 @@ describe('close() on shutdown', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(statsByCache()['nr-tiered-shutdown-remote']?.backendErrors ?? 0).toBe(0);
     expect(statsByCache()['nr-tiered-shutdown']?.backendErrors ?? 0).toBe(0);
+  });
+});
+
+describe('tags', () => {
+  // Its clock script (TIME) answered 50 ms late, as a measurement whose request was slow and whose
+  // reply fast leaves it: the estimate of Redis's clock runs ahead. A tagged setValue is dated by
+  // Redis itself, so an invalidation made after it resolved still covers it.
+  it('a setValue by a cache whose estimate of the server clock runs ahead is covered by a later invalidateTag', async () => {
+    const client = await connectedClient();
+    const steadyClient = await connectedClient();
+    const timeSha = createHash('sha1').update(TIME_SCRIPT.source).digest('hex');
+    const evalSha = client.evalSha.bind(client);
+    const evaluate = client.eval.bind(client);
+    Object.assign(client, {
+      evalSha: async (sha: string, options: Parameters<typeof evalSha>[1]) => {
+        const reply = await evalSha(sha, options);
+        return sha === timeSha ? Number(reply) + 50 : reply;
+      },
+      eval: async (script: string, options: Parameters<typeof evaluate>[1]) => {
+        const reply = await evaluate(script, options);
+        return script === TIME_SCRIPT.source ? Number(reply) + 50 : reply;
+      },
+    });
+    const prefix = randomPrefix('node-redis-tags');
+    const writer = createNodeRedisCache({ client, prefix, name: 'ahead' });
+    const steady = createNodeRedisCache({ client: steadyClient, prefix, name: 'steady' });
+    try {
+      await getValue(writer, 'warm');
+      for (let n = 0; n < 5; n++) {
+        await setValue(writer, `k${n}`, 'old', { ttl: 60_000, tags: [`t${n}`] });
+        await invalidateTag(steady, `t${n}`);
+        expect(await getValue(steady, `k${n}`)).toBeUndefined();
+        expect(await getValue(writer, `k${n}`)).toBeUndefined();
+      }
+    } finally {
+      await writer.close();
+      await steady.close();
+      await deletePrefixWith(steadyClient, prefix);
+      client.destroy();
+      steadyClient.destroy();
+    }
   });
 });

@@ -24,6 +24,7 @@ import {
   remoteKeys,
   remoteWriteArgs,
   tagKey,
+  tagStampKey,
   type WriteGuardArgs,
 } from './layout.js';
 import { createUndecodableWatch } from './refused-writes.js';
@@ -93,7 +94,8 @@ export interface RedisProtocolCache {
     message: unknown,
   ): { readonly outcome: FillOutcome; readonly announced?: FillAnnouncement | undefined } | undefined;
   /**
-   * Records Redis's time as the invalidation time of each tag (one key per tag, never a scan):
+   * Records Redis's time as the invalidation time of each tag (one key per tag, never a scan),
+   * or the date of a `setValue` of the tag made later in the same millisecond when that is later:
    * entries carrying one of them created at or before it read as misses from then on.
    */
   invalidateTags(tags: readonly string[]): Promise<void>;
@@ -143,7 +145,10 @@ export function createRedisProtocolCache(
   const serverNow = (): string => String(Math.round(Date.now() + (clock.ceiling ?? 0)));
 
   // In a Cluster, the read script may touch the tags' keys only when they share the entry's slot.
+  // So may the write script, which dates a tagged `setValue` past its tags' invalidations of the
+  // same millisecond: apart, it dates it by `TIME` alone (see WRITE_GUARD_LUA).
   const tagsApart = client.cluster === true && !prefixPinsSlot(prefix);
+  const tagPrefix = tagsApart ? '' : prefix;
   // One round trip, tagged or not: the script compares the entry's tags on the server. A server
   // that cannot compile the script's flags (before Redis 7) gets it without them from then on.
   let getScript = GET_SCRIPT;
@@ -221,8 +226,8 @@ export function createRedisProtocolCache(
   ): MaybePromise<WriteGuardArgs> => {
     const offset = clock.current();
     return typeof offset === 'number'
-      ? encodeWrite(key, entry, options, writeOffset(options, offset))
-      : offset.then((measured) => encodeWrite(key, entry, options, writeOffset(options, measured)));
+      ? encodeWrite(key, entry, options, writeOffset(entry, options, offset))
+      : offset.then((measured) => encodeWrite(key, entry, options, writeOffset(entry, options, measured)));
   };
   // Two replicas' estimates of the server's clock differ by up to what each has proven (about a
   // round trip plus a millisecond of Date.now()'s resolution, either way): a fill that started just
@@ -232,15 +237,21 @@ export function createRedisProtocolCache(
   // stored anyway) stamped ahead would read, for a few ms, as written after calls that started
   // before it (a lock winner's double-check takes such a value for another replica's fill), and a
   // re-arm must tie with the entry it renews as this process read it.
-  const writeOffset = (options: CacheSetOptions, measured: number): number =>
-    options.direct === true || options.renews !== undefined ? measured : (clock.floor ?? measured);
+  // A tagged `setValue` is dated by the write script itself (Redis's `TIME`, see WRITE_GUARD_LUA),
+  // so that a tag invalidation made after it resolved always covers it: the estimate is only what
+  // the script falls back to when `TIME` is refused, and there it must not run ahead of the server
+  // either (an invalidation then records an estimate never behind it, `clock.ceiling`).
+  const writeOffset = (entry: CacheEntry, options: CacheSetOptions, measured: number): number =>
+    (options.direct === true && entry.tags === undefined) || options.renews !== undefined
+      ? measured
+      : (clock.floor ?? measured);
   // A lock on the value client can commit; on a separate lock client the write and the release go
   // to two servers, one after the other.
   const writer: FillLockWriter | undefined =
     context.lockClient === client
       ? {
           args: writeArgs,
-          tagPrefix: tagsApart ? '' : prefix,
+          tagPrefix,
         }
       : undefined;
 
@@ -272,7 +283,11 @@ export function createRedisProtocolCache(
       const { text, createdAt, px } = args;
       const wrote = await operations.keepAlive(
         operations.call('set', key, () =>
-          runScript(WRITE_SCRIPT, [remoteKeys(prefix, key).value], [text, createdAt, px, args.direct ?? '']),
+          runScript(
+            WRITE_SCRIPT,
+            [remoteKeys(prefix, key).value],
+            [text, createdAt, px, args.direct ?? '', tagPrefix],
+          ),
         ),
       );
       // The script answers 0 when it refused the write (a newer entry or tombstone is there).
@@ -337,12 +352,17 @@ export function createRedisProtocolCache(
       return { outcome: 'filled', announced: { holder, entry } };
     },
     async invalidateTags(tags) {
-      // One script per tag: a tag's key is in its own slot in a Cluster (a few parallel calls).
+      // One script per tag: a tag's key is in its own slot in a Cluster (a few parallel calls),
+      // with its stamp key (same slot): the record covers a `setValue` dated past Redis's time.
       await operations.keepAlive(
         Promise.all(
           tags.map((tag) =>
             operations.call('tags', undefined, () =>
-              runScript(INVALIDATE_TAGS_SCRIPT, [tagKey(prefix, tag)], [serverNow()]),
+              runScript(
+                INVALIDATE_TAGS_SCRIPT,
+                [tagKey(prefix, tag), tagStampKey(prefix, tag)],
+                [serverNow()],
+              ),
             ),
           ),
         ),

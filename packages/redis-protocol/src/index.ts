@@ -70,6 +70,7 @@ export {
   TAGGED_GET_LUA,
   TOMBSTONE_PREFIX,
   tagKey,
+  tagStampKey,
   tombstone,
   WRITE_GUARD_LUA,
   type WriteGuardArgs,

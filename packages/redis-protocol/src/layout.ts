@@ -87,6 +87,22 @@ export function tagKey(prefix: string, tag: string): string {
   return `${prefix}{${encodeTag(tag)}}:tag`;
 }
 
+/**
+ * The Redis key holding the latest `createdAt` a direct write (`setValue`) of an entry carrying
+ * `tag` was stamped with *past* the server's clock, because one of the entry's tags had been
+ * invalidated in that very millisecond (or later): `<prefix>{<encoded tag>}:stamp`, in the slot of
+ * the tag's own key. The next invalidation of the tag records at least this time, so it covers
+ * that entry whichever of its tags it names. Written only then, and kept a minute past that time
+ * (once the server's clock has passed it, the invalidation's own time covers the entry).
+ *
+ * @example
+ * tagStampKey('stampede:', 'user:42') // 'stampede:{user:42}:stamp'
+ */
+export function tagStampKey(prefix: string, tag: string): string {
+  checkRemotePrefix(prefix);
+  return `${prefix}{${encodeTag(tag)}}:stamp`;
+}
+
 /** True when `prefix` carries its own hash tag, so every key of the cache lands in one Cluster slot. */
 export function prefixPinsSlot(prefix: string): boolean {
   const open = prefix.indexOf('{');
@@ -261,21 +277,10 @@ export function remoteWriteArgs(
   return { text, createdAt, px, ...direct };
 }
 
-/**
- * Lua: KEYS[1] value key; ARGV[1] envelope ('' to remove), ARGV[2] its createdAt, ARGV[3] PX ('' for
- * none; for a removal, the tombstone's), ARGV[4] '1' for a direct write. Refuses (0) a fill's write
- * when the stored entry or a tombstone is newer than the fill's start, so a fill never replaces a
- * newer value nor undoes an invalidation that happened after it started. A direct write
- * (`setValue`) replaces whatever is stored: the value its caller sets is the latest it knows, and
- * two replicas' direct writes land in the order Redis runs them, whatever their estimates of its
- * clock. A removal that is not refused leaves a tombstone at its createdAt.
- * Only a well-formed header of an envelope version this release reads (`s1|` without `delta`, `s2|`
- * with it, and their tagged forms `s1t|`, `s2t|`) counts as an entry: anything else stored there (garbage, another version) reads as a
- * miss, so it must never block the write that repairs it.
- * Every time compared here is the Redis server's clock (tombstones from `TIME`, entries converted
- * by the writer's {@link ServerClock}), never two replicas' clocks against each other.
- */
-export const WRITE_GUARD_LUA = `
+// Lua: the body of the write guard (see WRITE_GUARD_LUA), with ARGV[prefixArgv] the prefix to find
+// a tagged entry's tags' keys under ('' or absent where the script may not touch them).
+const writeGuardLua = (prefixArgv: number) =>
+  `
 local current = redis.call('GET', KEYS[1])
 if current and ARGV[4] ~= '1' then
   local created = tonumber(ARGV[2])
@@ -288,15 +293,73 @@ if current and ARGV[4] ~= '1' then
     if stored and tonumber(stored) > created then return 0 end
   end
 end
-if ARGV[1] == '' then
+local text = ARGV[1]
+local stamped = ARGV[4] == '1' and string.match(text, '^s[12]t|(%-?%d+)|')
+if stamped then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.pcall('TIME')
+  local now
+  if t.err then now = tonumber(ARGV[2]) else now = t[1] * 1000 + math.floor(t[2] / 1000) end
+  local prefix = ARGV[${prefixArgv}] or ''
+  if now and prefix ~= '' then
+    local tags = string.match(text, '^s1t|%-?%d+|%d*|%d*|([^|]*)|')
+      or string.match(text, '^s2t|%-?%d+|%d*|%d*|%d+|([^|]*)|') or ''
+    local stamp = now
+    for enc in string.gmatch(tags, '[^,]+') do
+      local at = tonumber(redis.call('GET', prefix .. '{' .. enc .. '}:tag'))
+      if at and at >= stamp then stamp = at + 1 end
+    end
+    if stamp > now then
+      local s = string.format('%.0f', stamp)
+      local px = string.format('%.0f', stamp - now + 60000)
+      for enc in string.gmatch(tags, '[^,]+') do
+        local k = prefix .. '{' .. enc .. '}:stamp'
+        local w = tonumber(redis.call('GET', k))
+        if not w or w < stamp then redis.call('SET', k, s, 'PX', px) end
+      end
+    end
+    now = stamp
+  end
+  if now then text = string.sub(text, 1, 4) .. string.format('%.0f', now) .. string.sub(text, 5 + #stamped) end
+end
+if text == '' then
   redis.call('SET', KEYS[1], 't|' .. ARGV[2], 'PX', ARGV[3])
 elseif ARGV[3] == '' then
-  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[1], text)
 else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+  redis.call('SET', KEYS[1], text, 'PX', ARGV[3])
 end
 return 1
 `.trim();
+
+/**
+ * Lua: KEYS[1] value key; ARGV[1] envelope ('' to remove), ARGV[2] its createdAt, ARGV[3] PX ('' for
+ * none; for a removal, the tombstone's), ARGV[4] '1' for a direct write, ARGV[5] (optional) the
+ * prefix, '' where the script may not touch the tags' keys (a Redis Cluster whose prefix does not
+ * pin one slot). Refuses (0) a fill's write
+ * when the stored entry or a tombstone is newer than the fill's start, so a fill never replaces a
+ * newer value nor undoes an invalidation that happened after it started. A direct write
+ * (`setValue`) replaces whatever is stored: the value its caller sets is the latest it knows, and
+ * two replicas' direct writes land in the order Redis runs them, whatever their estimates of its
+ * clock. A removal that is not refused leaves a tombstone at its createdAt.
+ *
+ * A direct write of a tagged entry is dated by Redis, not by its writer's estimate of Redis's clock
+ * (which may run ahead by half the round trip it was measured with, enough for a tag invalidation
+ * made after the write resolved to miss it): the envelope's `createdAt` is rewritten to `TIME`
+ * (ARGV[2] when `TIME` is refused). With ARGV[5] given, when one of its tags was recorded at or
+ * after that time (an invalidation in the same millisecond, which its caller made before this
+ * write), it is dated just past the latest such record, and that date is kept in each of its tags'
+ * {@link tagStampKey} so that the next invalidation of any of them covers it
+ * ({@link INVALIDATE_TAGS_LUA}). Without ARGV[5] it keeps `TIME`: a value set in the millisecond of
+ * an invalidation then reads as invalidated (a miss, never an invalidated value served).
+ *
+ * Only a well-formed header of an envelope version this release reads (`s1|` without `delta`, `s2|`
+ * with it, and their tagged forms `s1t|`, `s2t|`) counts as an entry: anything else stored there (garbage, another version) reads as a
+ * miss, so it must never block the write that repairs it.
+ * Every time compared here is the Redis server's clock (tombstones from `TIME`, entries converted
+ * by the writer's {@link ServerClock}), never two replicas' clocks against each other.
+ */
+export const WRITE_GUARD_LUA = writeGuardLua(5);
 
 // Redis before 5 refuses a write after a non-deterministic command (TIME) in a script unless the
 // script asks for effects replication; from 5 on that is the default and the call is a no-op. TIME
@@ -362,18 +425,22 @@ return v
 export const NO_WRITES = '#!lua flags=no-writes\n';
 
 /**
- * Lua: KEYS the tags' keys ({@link tagKey}); ARGV[1] the caller's estimate of the server's time in
- * ms, used only when `TIME` is refused. Records Redis's time (ms) as each tag's invalidation time,
- * never moving one back; returns that time. Entries are compared with it on read.
+ * Lua: KEYS in pairs, a tag's key ({@link tagKey}) then its {@link tagStampKey} (the last one's may
+ * be left out); ARGV[1] the caller's estimate of the server's time in ms, used only when `TIME` is
+ * refused. Records Redis's time (ms) as each tag's invalidation time, or the tag's stamp when that
+ * is later (a direct write dated past Redis's time, see {@link WRITE_GUARD_LUA}: the record must
+ * cover it), never moving one back; returns Redis's time. Entries are compared with it on read.
  */
 export const INVALIDATE_TAGS_LUA = `
 ${serverTimeOr(1)}
-local text = string.format('%.0f', now)
-for _, k in ipairs(KEYS) do
-  local at = tonumber(redis.call('GET', k))
-  if not at or at < now then redis.call('SET', k, text) end
+for i = 1, #KEYS, 2 do
+  local record = now
+  local stamp = KEYS[i + 1] and tonumber(redis.call('GET', KEYS[i + 1]))
+  if stamp and stamp > record then record = stamp end
+  local at = tonumber(redis.call('GET', KEYS[i]))
+  if not at or at < record then redis.call('SET', KEYS[i], string.format('%.0f', record)) end
 end
-return text
+return string.format('%.0f', now)
 `.trim();
 
 /** Lua, no keys: the Redis server's time in whole ms (an integer reply). */
@@ -614,7 +681,7 @@ export const ANNOUNCED_PREFIX = 'filled|';
  * Lua: KEYS[1] value key, KEYS[2] lock key, KEYS[3] channel; ARGV[1] to ARGV[4] those of
  * {@link WRITE_GUARD_LUA} (envelope, createdAt, PX, direct), ARGV[5] the lock's token, ARGV[6] the
  * announcement ('' for none, else 'filled'), ARGV[7] the prefix ('' to leave tagged entries out of
- * announcements), ARGV[8] the longest text an announcement carries. A holder's commit in one round
+ * announcements; also the write guard's ARGV[5], for a direct write), ARGV[8] the longest text an announcement carries. A holder's commit in one round
  * trip: the guarded write (refused, as ever, by a newer entry or tombstone), then the lock's
  * compare-and-delete (only this token's lock: a lapsed holder never frees the next one's), then the
  * announcement. The announcement carries what a read of the key gives now (`filled|<token>|<text>`,
@@ -625,7 +692,7 @@ export const ANNOUNCED_PREFIX = 'filled|';
 export const COMMIT_LUA = `
 ${VISIBLE_LUA}
 local function write()
-${WRITE_GUARD_LUA}
+${writeGuardLua(7)}
 end
 local wrote = write()
 if redis.call('GET', KEYS[2]) == ARGV[5] then redis.call('DEL', KEYS[2]) end

@@ -12,6 +12,7 @@ import {
   type RedisProtocolClient,
   RedisProtocolError,
   remoteKeys,
+  TIME_SCRIPT,
 } from '../src/index.js';
 
 let redis: Redis;
@@ -181,4 +182,118 @@ describe('the four envelope forms on the server', () => {
       });
     }
   }
+});
+
+describe('a tagged direct write (setValue) and tag invalidations, ordered on Redis', () => {
+  // A client whose clock script (TIME) answers `skew` ms off: the cache's estimate of Redis's clock
+  // is that far off, as after a measurement whose request was slow and whose reply fast (the
+  // estimate, the middle of the round trip, then runs ahead of Redis by up to half of it). 50 ms,
+  // so that the outcome does not hang on this machine's timing.
+  function skewed(skew: number, cluster: boolean): RedisProtocolClient {
+    const base = adapt(redis);
+    const timeSha = createHash('sha1').update(TIME_SCRIPT.source).digest('hex');
+    const shift = (reply: unknown): unknown => Number(reply) + skew;
+    return {
+      ...base,
+      cluster,
+      evalsha: async (sha, keys, args) => {
+        const reply = await base.evalsha(sha, keys, args);
+        return sha === timeSha ? shift(reply) : reply;
+      },
+      eval: async (script, keys, args) => {
+        const reply = await base.eval(script, keys, args);
+        return script === TIME_SCRIPT.source ? shift(reply) : reply;
+      },
+    };
+  }
+  const serverNow = async (): Promise<number> => {
+    const [seconds, micros] = await redis.time();
+    return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+  };
+  const tagged = (value: unknown, tags: string[]): CacheEntry => ({ ...entry(value), tags });
+  const direct = { ttl: 60_000, direct: true } as const;
+  const storedCreatedAt = async (key: string): Promise<number> =>
+    Number((await redis.get(remoteKeys(prefix, key).value))?.split('|')[1]);
+
+  // `cluster: true` on a standalone server: the scripts may not touch the tags' keys, as in a
+  // Cluster whose prefix does not pin one slot.
+  for (const apart of [false, true]) {
+    const label = apart ? ' (tags apart)' : '';
+
+    it(`a setValue stamped ahead by its writer's estimate is still covered by an invalidation made after it${label}`, async () => {
+      const writer = cacheOn(skewed(50, apart), `protocol-ahead-${apart}`);
+      const other = cacheOn({ ...adapt(redis), cluster: apart }, `protocol-steady-${apart}`);
+      await Promise.all([writer.get('warm'), other.get('warm')]);
+      const key = `ahead-${apart}`;
+      const tag = `ahead-tag-${apart}`;
+      await writer.set(key, tagged('old', [tag]), direct);
+      // Dated by Redis, not by the estimate 50 ms ahead.
+      expect(await storedCreatedAt(key)).toBeLessThanOrEqual(await serverNow());
+      await other.invalidateTags([tag]);
+      expect(await other.get(key)).toBeUndefined();
+      expect(await writer.get(key)).toBeUndefined();
+      // The writer invalidating its own write, too.
+      await writer.set(key, tagged('again', [tag]), direct);
+      await writer.invalidateTags([tag]);
+      expect(await writer.get(key)).toBeUndefined();
+    });
+
+    it(`a setValue stamped behind by its writer's estimate, made after an invalidation, is served${label}`, async () => {
+      const writer = cacheOn(skewed(-50, apart), `protocol-behind-${apart}`);
+      const other = cacheOn({ ...adapt(redis), cluster: apart }, `protocol-steady-${apart}`);
+      await Promise.all([writer.get('warm'), other.get('warm')]);
+      const key = `behind-${apart}`;
+      const tag = `behind-tag-${apart}`;
+      await other.invalidateTags([tag]);
+      // Past the invalidation's millisecond (the tie is the next case's).
+      await new Promise((resolve) => setTimeout(resolve, 3));
+      await writer.set(key, tagged('new', [tag]), direct);
+      expect(await other.get(key)).toMatchObject({ value: 'new' });
+      expect(await writer.get(key)).toMatchObject({ value: 'new' });
+    });
+  }
+
+  // A tag recorded at or after the write's `TIME` is what an invalidation of the same millisecond
+  // leaves (or one recorded by a replica refused TIME, by its estimate): recorded here a few ms
+  // ahead, so that the case does not hang on landing both in one millisecond.
+  it('a setValue after an invalidation of its millisecond is served, and the next invalidation of any of its tags covers it', async () => {
+    const cache = cacheOn(adapt(redis), 'protocol-tie');
+    await cache.get('warm');
+    for (const [n, invalidated] of [
+      [0, 'tie-a'],
+      [1, 'tie-b'],
+    ] as const) {
+      const key = `tie-${n}`;
+      await redis.set(`${prefix}{tie-a}:tag`, String((await serverNow()) + 5));
+      await cache.set(key, tagged('set after', ['tie-a', 'tie-b']), direct);
+      expect(await cache.get(key)).toMatchObject({ value: 'set after' });
+      expect(await storedCreatedAt(key)).toBe(Number(await redis.get(`${prefix}{tie-a}:tag`)) + 1);
+      // Invalidated again (through the tag that was recorded, or the other one): a miss.
+      await cache.invalidateTags([invalidated]);
+      expect(await cache.get(key)).toBeUndefined();
+    }
+    // The stamp keys expire (kept a minute past the stamp).
+    expect(await redis.pttl(`${prefix}{tie-b}:stamp`)).toBeGreaterThan(0);
+  });
+
+  it('with the tags apart (a Cluster whose prefix does not pin a slot), such a setValue reads as invalidated: a miss, never a stale value', async () => {
+    const cache = cacheOn({ ...adapt(redis), cluster: true }, 'protocol-tie-apart');
+    await cache.get('warm');
+    await redis.set(`${prefix}{tie-apart}:tag`, String((await serverNow()) + 5));
+    await cache.set('tie-apart', tagged('set after', ['tie-apart']), direct);
+    expect(await cache.get('tie-apart')).toBeUndefined();
+    expect(await redis.exists(`${prefix}{tie-apart}:stamp`)).toBe(0);
+  });
+
+  it('dates the s2t form too, and leaves a fill (not direct) dated by its writer', async () => {
+    const cache = cacheOn(skewed(50, false), 'protocol-forms-direct');
+    await cache.get('warm');
+    await cache.set('direct-s2t', { ...tagged('v', ['f']), delta: 40 }, direct);
+    const text = (await redis.get(remoteKeys(prefix, 'direct-s2t').value)) ?? '';
+    expect(text).toMatch(/^s2t\|\d+\|\d+\|\d+\|40\|f\|"v"$/);
+    expect(await storedCreatedAt('direct-s2t')).toBeLessThanOrEqual(await serverNow());
+    // A fill's write keeps the time its writer gave it (the estimate's, here 50 ms ahead).
+    await cache.set('fill-s1t', tagged('v', ['f']), { ttl: 60_000 });
+    expect(await storedCreatedAt('fill-s1t')).toBeGreaterThan((await serverNow()) + 30);
+  });
 });

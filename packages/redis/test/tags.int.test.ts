@@ -1,5 +1,14 @@
-import { getOrComputeWith, inFlightCount, invalidateTag, resetStats, stats } from '@stampede/core';
-import { remoteKeys } from '@stampede/redis-protocol';
+import { createHash } from 'node:crypto';
+import {
+  getOrComputeWith,
+  getValue,
+  inFlightCount,
+  invalidateTag,
+  resetStats,
+  setValue,
+  stats,
+} from '@stampede/core';
+import { remoteKeys, TIME_SCRIPT } from '@stampede/redis-protocol';
 import {
   type RedisServer,
   randomPrefix,
@@ -165,5 +174,89 @@ describe('a replica whose first clock measurement was slow', () => {
       await steady.close();
       admin.disconnect();
     }
+  });
+});
+
+describe('setValue and invalidateTag, ordered on Redis whatever the writers estimate of its clock', () => {
+  // A client whose clock script (TIME) answers `skew` ms off, so its cache's estimate of Redis's
+  // clock is that far off: what a measurement whose request was slow and whose reply fast leaves
+  // (the estimate, the middle of the round trip, runs ahead of Redis by up to half of it). 50 ms,
+  // so that the outcome does not hang on this machine's timing.
+  const timeSha = createHash('sha1').update(TIME_SCRIPT.source).digest('hex');
+  function skewedCache(skew: number, name: string): RedisCache {
+    const skewed = new Redis(url);
+    const evalsha = skewed.evalsha.bind(skewed) as (...args: unknown[]) => Promise<unknown>;
+    const evaluate = skewed.eval.bind(skewed) as (...args: unknown[]) => Promise<unknown>;
+    Object.assign(skewed, {
+      evalsha: async (...args: unknown[]) => {
+        const reply = await evalsha(...args);
+        return args[0] === timeSha ? Number(reply) + skew : reply;
+      },
+      eval: async (...args: unknown[]) => {
+        const reply = await evaluate(...args);
+        return args[0] === TIME_SCRIPT.source ? Number(reply) + skew : reply;
+      },
+    });
+    const made = createRedisCache({ client: skewed, prefix, name });
+    closers.push(async () => {
+      await made.close();
+      skewed.disconnect();
+    });
+    return made;
+  }
+  const closers: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    await Promise.all(closers.map((close) => close()));
+  });
+  const serverNow = async (): Promise<number> => {
+    const [seconds, micros] = await client.time();
+    return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+  };
+
+  it('a setValue that resolved before invalidateTag was called is served by no replica after it, though its writer runs 50 ms ahead', async () => {
+    const writer = skewedCache(50, 'tags-ahead');
+    await getValue(writer, 'warm');
+    for (let n = 0; n < 10; n++) {
+      await setValue(writer, `ahead-${n}`, 'old', { ttl: 60_000, tags: [`ahead-${n}`] });
+      // Another replica (here, this process's cache) invalidates...
+      await invalidateTag(cache, `ahead-${n}`);
+      expect(await getValue(cache, `ahead-${n}`)).toBeUndefined();
+      expect(await getValue(writer, `ahead-${n}`)).toBeUndefined();
+    }
+    // ...and so does the writer itself.
+    await setValue(writer, 'ahead-self', 'old', { ttl: 60_000, tags: ['ahead-self'] });
+    await invalidateTag(writer, 'ahead-self');
+    expect(await getValue(writer, 'ahead-self')).toBeUndefined();
+    // Every replica process too.
+    const after = await readAll(['ahead-0'], { ttl: 60_000, tags: ['ahead-0'] }, 'new');
+    expect(after.map((report) => report.values[0]?.gen)).toEqual(Array(REPLICAS).fill('new'));
+  });
+
+  it('a setValue made after invalidateTag resolved is served, though its writer runs 50 ms behind', async () => {
+    const writer = skewedCache(-50, 'tags-behind');
+    await getValue(writer, 'warm');
+    await invalidateTag(cache, 'behind');
+    await setValue(writer, 'behind', 'new', { ttl: 60_000, tags: ['behind'] });
+    expect(await getValue(cache, 'behind')).toBe('new');
+    expect(await getValue(writer, 'behind')).toBe('new');
+  });
+
+  it('invalidateTag then setValue in one millisecond of Redis: the value is served; invalidating again hides it', async () => {
+    // Back to back on one connection, most pairs land in one millisecond of Redis's clock.
+    for (let n = 0; n < 30; n++) {
+      await invalidateTag(cache, `same-ms-${n}`);
+      await setValue(cache, `same-ms-${n}`, 'set after', { ttl: 60_000, tags: [`same-ms-${n}`] });
+      expect(await getValue(cache, `same-ms-${n}`)).toBe('set after');
+      await invalidateTag(cache, `same-ms-${n}`);
+      expect(await getValue(cache, `same-ms-${n}`)).toBeUndefined();
+    }
+    // Certainly in one millisecond: the tag recorded a few ms past Redis's clock, as an
+    // invalidation of the write's millisecond (or one by a replica refused TIME) leaves it. The
+    // entry carries a second tag, and invalidating that one hides it too.
+    await client.set(`${prefix}{tie}:tag`, String((await serverNow()) + 5));
+    await setValue(cache, 'tie', 'set after', { ttl: 60_000, tags: ['tie', 'tie-other'] });
+    expect(await getValue(cache, 'tie')).toBe('set after');
+    await invalidateTag(cache, 'tie-other');
+    expect(await getValue(cache, 'tie')).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-import { getValue, invalidate, setValue } from '@stampede/core';
+import { getValue, invalidate, invalidateTag, setValue } from '@stampede/core';
 import { createRedisCache } from '@stampede/redis';
 import { testRedis } from '@stampede/test-support';
 import { Redis } from 'ioredis';
@@ -70,6 +70,26 @@ describe('an Upstash and a Redis cache with one prefix', () => {
     await setValue(upstash, 'j', 'v', { ttl: 60_000 });
     await setValue(redis, 'j', 'gone', { ttl: 0 });
     expect(await getValue(upstash, 'j')).toBeUndefined();
+  });
+
+  it("order each other's tagged setValues and tag invalidations on Redis", async () => {
+    const prefix = h.nextPrefix();
+    const upstash = createUpstashCache({ client: h.client(), prefix });
+    const redis = createRedisCache({ client: ioredis, prefix });
+    await setValue(redis, 'r', 'old', { ttl: 60_000, tags: ['shared'] });
+    await setValue(upstash, 'u', 'old', { ttl: 60_000, tags: ['shared'] });
+    await invalidateTag(upstash, 'shared');
+    expect([await getValue(redis, 'r'), await getValue(redis, 'u')]).toEqual([undefined, undefined]);
+    // A setValue in the millisecond of an invalidation (the tag recorded a few ms past Redis's
+    // clock makes that certain) is served; invalidating any of its tags again hides it.
+    const [seconds, micros] = await ioredis.time();
+    const now = Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+    await ioredis.set(`${prefix}{shared}:tag`, String(now + 5));
+    await setValue(upstash, 'u', 'set after', { ttl: 60_000, tags: ['shared', 'other'] });
+    expect(await getValue(redis, 'u')).toBe('set after');
+    await invalidateTag(redis, 'other');
+    expect(await getValue(upstash, 'u')).toBeUndefined();
+    await redis.close();
   });
 
   it('contend for one lock', async () => {
