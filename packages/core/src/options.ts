@@ -119,8 +119,10 @@ export interface GetOrComputeOptions {
    * envelope's freshness and stale-while-revalidate times do not change: past them the value is a
    * miss, and only a failing fill falls back on it). An invalidated key never comes back through
    * fail-safe. The options of the call that starts a fill decide for every caller of that fill.
-   * A `ttl` of 0 without `staleWhileRevalidate` writes an entry that is already expired, which every
-   * adapter takes for a removal: such a key keeps no previous value (give it a `ttl` of 1 ms or more).
+   * An entry already past its stale window when it is stored (a `ttl` of 0 without
+   * `staleWhileRevalidate`, or a `ttl + staleWhileRevalidate` shorter than the time from the fill's end
+   * to its write: 1 ms can pass on the way) is taken by every adapter for a removal: such a key keeps
+   * no previous value. Give keys a `ttl` (or a grace) of some milliseconds at least.
    * @default undefined (off)
    */
   failSafe?: boolean | FailSafeOptions | undefined;
