@@ -84,6 +84,24 @@ export function tagCases(ctx: SuiteContext): void {
     },
   );
 
+  it.skipIf(!tags)(
+    'invalidate, direct write, invalidate, back to back (one millisecond on a fake clock): the last invalidation wins',
+    async () => {
+      const cache = ctx.cache();
+      // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+      const invalidate = () => cache.invalidateTags!(['again']);
+      for (let round = 0; round < 3; round++) {
+        await invalidate();
+        await cache.set('again', tagged(`v${round}`, Date.now(), ['again']), { ttl: 60_000, direct: true });
+        // The write came after the invalidation: read (on a real clock it may land in a later ms).
+        if (ctx.options.clock === 'fake') expect((await cache.get('again'))?.value).toBe(`v${round}`);
+        await invalidate();
+        // The invalidation came after the write, even in the millisecond the write was dated past.
+        expect(await cache.get('again')).toBeUndefined();
+      }
+    },
+  );
+
   it.skipIf(!tags)('keeps entries created after the invalidation', async () => {
     const cache = ctx.cache();
     await cache.set('k', tagged('old', Date.now(), ['t']), { ttl: 60_000 });
