@@ -66,10 +66,9 @@ export function createEntry(
 }
 
 function checkNumber(value: unknown, name: string): void {
-  // biome-ignore lint/suspicious/noSelfCompare: the cheapest NaN test
-  if (typeof value !== 'number' || value !== value) {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
     throw new TypeError(
-      `createEntry: ${name} must be a number of milliseconds, got ${value !== value ? 'NaN' : kindOf(value)}`,
+      `createEntry: ${name} must be a number of milliseconds, got ${typeof value === 'number' ? 'NaN' : kindOf(value)}`,
     );
   }
 }
