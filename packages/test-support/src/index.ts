@@ -16,4 +16,12 @@ export {
 } from './processes.js';
 export { type RedisServer, randomPrefix, startRedisServer, testRedis } from './redis-server.js';
 export { describeValue, NOT_STORABLE, SERIALIZER_TABLE } from './serializer-table.js';
-export { type Deferred, deferred, delay, type Truthy, type WaitForOptions, waitFor } from './wait.js';
+export {
+  type Deferred,
+  deferred,
+  delay,
+  readsTimingOut,
+  type Truthy,
+  type WaitForOptions,
+  waitFor,
+} from './wait.js';

@@ -94,3 +94,28 @@ export function deferred<T>(): Deferred<T> {
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * Makes `count` reads one after another with `read`, each of which must reject as a time-out
+ * (`code` `E_STAMPEDE_BACKEND_TIMEOUT`: sent while the server is away, it waits in the client's
+ * offline queue past `operationTimeout`). Answers, once all have timed out, a promise that settles
+ * when every one of them has had its late answer from the client.
+ *
+ * @throws Error when a read answers, or rejects with another error
+ */
+export async function readsTimingOut(read: () => Promise<unknown>, count: number): Promise<Promise<unknown>> {
+  const answered: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i++) {
+    const pending = read();
+    answered.push(pending.catch(() => undefined));
+    const outcome = await pending.then(
+      (value) => ({ timedOut: false, what: `an answer (${String(value)})` }),
+      (error: { code?: unknown }) => ({
+        timedOut: error?.code === 'E_STAMPEDE_BACKEND_TIMEOUT',
+        what: String(error),
+      }),
+    );
+    if (!outcome.timedOut) throw new Error(`read ${i + 1} of ${count} did not time out: ${outcome.what}`);
+  }
+  return Promise.all(answered);
+}
