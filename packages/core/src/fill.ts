@@ -401,10 +401,13 @@ async function failFill(
       ? undefined
       : await confirmFallback(state, flight, options);
   if (flight.result === undefined) {
-    counters.fillFailures++;
-    if (flight.background) counters.backgroundRefreshFailures++;
-    counted?.();
-    fillEvent(state, flight, startedAt, 'error');
+    // A reaped flight was counted as a timeout already (see `Flight.wasReaped`).
+    if (!flight.wasReaped) {
+      counters.fillFailures++;
+      if (flight.background) counters.backgroundRefreshFailures++;
+      counted?.();
+      fillEvent(state, flight, startedAt, 'error');
+    }
     // The flight leaves the registry before the callers hear, so the next call retries from scratch
     // (or, after fail-safe's re-arm, hits the re-armed value).
     flight.detach();
@@ -495,7 +498,7 @@ async function fillPhase(
   // already: its value is neither delivered nor written, and the lock is released as failed. Its
   // fill event was the timeout's; a fill whose callers all left still reports how it ended.
   const givenUp = flight.result !== undefined;
-  if (!givenUp || abandoned(flight)) fillEvent(state, flight, startedAt, 'ok');
+  if ((!givenUp || abandoned(flight)) && !flight.wasReaped) fillEvent(state, flight, startedAt, 'ok');
   const pending = deliverFilled(
     state,
     flight,

@@ -188,6 +188,12 @@ export class Flight {
    */
   heartbeat: number | undefined = undefined;
   /**
+   * Isolated runtimes: the latest due time of a timer a caller let pass to tell a busy isolate from
+   * a gone request (`isolated-flights.ts` `timerTurn`), and that turn while it is pending.
+   */
+  turnDue = Number.NEGATIVE_INFINITY;
+  turn: Promise<void> | undefined = undefined;
+  /**
    * Whether a `waitUntil` keeps the flight's work alive after its request has answered
    * (`FlightOptions.handedOff`). Set at construction.
    */
@@ -304,6 +310,14 @@ export class Flight {
     this.stopPulse();
     this.ended();
     this.onTimeout(this);
+  }
+
+  /**
+   * True once the flight was given up as gone (`reap`): it was counted then (a fill timeout, its
+   * fill event), so how its fill ends later, should its request be alive after all, is not.
+   */
+  get wasReaped(): boolean {
+    return this.reaped !== undefined;
   }
 
   /** Runs `onSettle` once: when the flight settles, or earlier when it is reaped. */
@@ -448,12 +462,12 @@ export class Flight {
         // reason: silence counts only when this watcher's own timers ran on time meanwhile.
         const onTime = now - lookedAt < HEARTBEAT_MS;
         lookedAt = now;
-        if (this.result === undefined && this.early === undefined && this.reaped === undefined) {
+        if (onTime && this.result === undefined && this.early === undefined && this.reaped === undefined) {
           if (now >= this.deadline + DEAD_FLIGHT_MS) {
             this.reap(
               `fill of '${this.key}' did not settle within its ${this.deadline - this.startedAt}ms (fillTimeout) and its timer never fired (the request that started it is gone); the next call starts a new fill`,
             );
-          } else if (onTime && this.gone()) {
+          } else if (this.gone()) {
             this.reap(
               `fill of '${this.key}' can never settle: the request that runs it is gone (on workerd, a request's work is cancelled when it has answered; pass waitUntil to keep a fill alive); the next call starts a new fill`,
             );
@@ -520,7 +534,9 @@ export class Flight {
         failure,
         () => {
           rescue?.activate();
-          this.onTimeout(this);
+          // A reaped flight was counted as a timeout then (its request looked gone, yet its timer
+          // fired: it was only late); its own callers still hear the timeout.
+          if (this.reaped === undefined) this.onTimeout(this);
         },
         rescue?.answer,
       );

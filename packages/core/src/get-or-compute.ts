@@ -12,7 +12,7 @@ import { fallbackFor } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
-import { liveFlight } from './isolated-flights.js';
+import { liveFlight, silentUnproven, timerTurn } from './isolated-flights.js';
 import {
   type FillContext,
   type GetOrComputeOptions,
@@ -160,6 +160,20 @@ function isPlainMs(ttl: Duration): boolean {
   return typeof ttl === 'number' && ttl >= 0 && ttl !== Number.POSITIVE_INFINITY;
 }
 
+/** Reads `key` (checked by `checkValue`, if any) and answers as {@link afterRead} does. */
+function readAndAnswer(
+  state: CacheState,
+  key: string,
+  options: ResolvedOptions,
+  fill: FillFn,
+): Promise<unknown> {
+  const shared = sharedRead(state, key);
+  const check = options.check;
+  const read = check === undefined ? shared : checkedRead(state, key, shared, check);
+  if (read === undefined || !isPendingRead(read)) return afterRead(state, key, read, options, fill);
+  return afterPendingRead(state, key, read, options, fill);
+}
+
 /** {@link getOrCompute} for every call the hit path does not take: checks, coalescing, shared reads. */
 function slowGetOrCompute<T>(
   known: CacheState | undefined,
@@ -181,7 +195,7 @@ function slowGetOrCompute<T>(
   }
   if (state.flights.size !== 0) {
     const flight = liveFlight(state.flights, key);
-    if (flight !== undefined && !flight.background)
+    if (flight !== undefined && !flight.background && !silentUnproven(flight))
       return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
   const read = sharedRead(state, key);
@@ -245,7 +259,8 @@ export function getOrComputeWith<T>(
   }
   if (state.flights.size !== 0 && resolved.grace === 0) {
     const flight = liveFlight(state.flights, key);
-    if (flight !== undefined && !flight.background) return coalesce(state, flight, resolved) as Promise<T>;
+    if (flight !== undefined && !flight.background && !silentUnproven(flight))
+      return coalesce(state, flight, resolved) as Promise<T>;
   }
   const shared = sharedRead(state, key);
   const check = resolved.check;
@@ -361,14 +376,24 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
-      if (liveFlight(state.flights, key) === undefined) refreshInBackground(state, key, options, fill, entry);
+      const running = liveFlight(state.flights, key);
+      if (running === undefined) refreshInBackground(state, key, options, fill, entry);
+      // A refresh silent without proof (isolated runtimes): a timer turn tells a later read.
+      else if (running.heartbeat !== undefined && running.gone()) void timerTurn(running);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);
     }
   }
   const inFlight = liveFlight(state.flights, key, true);
-  if (inFlight !== undefined) return coalesce(state, inFlight, options);
+  if (inFlight !== undefined) {
+    // Isolated runtimes: a flight silent without proof that its request is gone (the isolate may
+    // have been busy) is neither joined nor doubled: after a timer turn a live one has beaten, and a
+    // gone one is given up, and this call reads again.
+    if (silentUnproven(inFlight))
+      return timerTurn(inFlight).then(() => readAndAnswer(state, key, options, fill));
+    return coalesce(state, inFlight, options);
+  }
   counters.misses++;
   // With fail-safe, an expired entry the read still found is what a failing fill falls back on.
   const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, entry, options);
@@ -520,7 +545,11 @@ function refreshEarly(
   options: ResolvedOptions,
   fill: FillFn,
 ): void {
-  if (liveFlight(state.flights, key) !== undefined) return;
+  const running = liveFlight(state.flights, key);
+  if (running !== undefined) {
+    if (silentUnproven(running)) void timerTurn(running);
+    return;
+  }
   const { counters } = state;
   if (!takeRefreshSlot()) {
     counters.earlyRefreshesSkipped++;

@@ -30,10 +30,44 @@ export const HEARTBEAT_MS = 250;
  */
 export const SILENT_FLIGHT_MS = 2_000;
 
+// A heartbeat is silent either because its request is gone or because the isolate was busy (a long
+// synchronous stretch holds every timer back). Timers run in the order they fall due, so a timer
+// due after a live flight's next beat runs after that beat: once a call has let such a timer turn
+// pass (`timerTurn`) and the heartbeat is still silent, the flight's request is gone.
+
+/**
+ * Resolves after one timer turn (a 0 ms timer armed now), recording on `flight` that a timer due
+ * now has run (`Flight.turnDue`). One turn at a time per flight, shared by every caller meanwhile.
+ */
+export function timerTurn(flight: Flight): Promise<void> {
+  if (flight.turn !== undefined) return flight.turn;
+  const due = Date.now();
+  const turn = new Promise<void>((resolve) => {
+    setTimeout(() => {
+      if (due > flight.turnDue) flight.turnDue = due;
+      flight.turn = undefined;
+      resolve();
+    }, 0);
+  });
+  flight.turn = turn;
+  return turn;
+}
+
+/**
+ * Whether `flight`'s heartbeat has been silent for {@link SILENT_FLIGHT_MS} with no timer seen to
+ * run since (isolated runtimes): its request may be gone, or the isolate busy. The caller should
+ * neither join it nor start a second fill beside it, but let a timer turn pass ({@link timerTurn})
+ * and look again: by then a live flight has beaten, and a gone one is given up by `liveFlight`.
+ */
+export function silentUnproven(flight: Flight): boolean {
+  return flight.heartbeat !== undefined && flight.gone();
+}
+
 /**
  * The flight of `key` in `registry`, unless its request is gone ({@link SILENT_FLIGHT_MS} without a
- * heartbeat, on an isolated runtime): such a flight is given up (out of the registry, its refresh
- * slot freed) and `undefined` is returned, so the caller fills, or refreshes, afresh. On Node a
+ * heartbeat while timers ran, on an isolated runtime): such a flight is given up (out of the
+ * registry, its refresh slot freed) and `undefined` is returned, so the caller fills, or refreshes,
+ * afresh. A flight silent without that proof is returned (see {@link silentUnproven}). On Node a
  * flight has no heartbeat and this is `registry.get(key)`.
  *
  * `miss` is true for a cold miss about to join the flight. On an isolated runtime it does not join a
@@ -45,7 +79,7 @@ export function liveFlight(registry: Map<string, Flight>, key: string, miss = fa
   const flight = registry.get(key);
   // A flight made by an older copy of the core (one registry per process) has no heartbeat: live.
   if (flight === undefined || flight.heartbeat === undefined) return flight;
-  if (flight.gone()) {
+  if (flight.gone() && flight.turnDue - flight.heartbeat >= SILENT_FLIGHT_MS) {
     flight.reap(
       `fill of '${key}' was given up: the request that ran it is gone (on workerd, a request's work is cancelled when it has answered; pass waitUntil to keep a fill alive)`,
     );

@@ -103,7 +103,7 @@ describe('a fill whose request is gone does not hold its key (isolated runtimes)
     expect(stats()).toMatchObject({ fills: 2, fillTimeouts: 1 });
   });
 
-  it('a flight found silent for the bound is given up at once: the call fills afresh instead of joining it', async () => {
+  it('a flight found silent for the bound is given up after one timer turn: the call fills afresh instead of joining it', async () => {
     const cache = testCache();
     const request = nextFlightsRequest();
     void getOrComputeWith(cache, 'k', { ttl: 60_000 }, never);
@@ -111,7 +111,11 @@ describe('a fill whose request is gone does not hold its key (isolated runtimes)
     await vi.advanceTimersByTimeAsync(SILENT_FLIGHT_MS + 1);
     // Nobody watched it meanwhile: the flight is still registered until a call looks at it.
     expect(inFlightCount(cache)).toBe(1);
-    expect(await getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => 'fresh')).toBe('fresh');
+    // Silence alone may be a busy isolate's: the call lets one timer turn pass, and the heartbeat
+    // stays silent.
+    const call = getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => 'fresh');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await call).toBe('fresh');
     expect(inFlightCount(cache)).toBe(0);
     expect(stats()).toMatchObject({ fills: 2, coalescedWaits: 0 });
   });
@@ -173,6 +177,84 @@ describe('a fill whose request is gone does not hold its key (isolated runtimes)
   });
 });
 
+describe('a busy isolate is not a gone request (isolated runtimes)', () => {
+  // A blocked event loop, for real: fake timers move the clock and every timer together.
+  const busyFor = (ms: number): void => {
+    const until = Date.now() + ms;
+    while (Date.now() < until) {
+      // A long synchronous stretch: no timer runs.
+    }
+  };
+
+  it('a call right after a long synchronous stretch joins the live fill rather than fill beside it', async () => {
+    vi.useRealTimers();
+    const cache = testCache();
+    const slow = deferred<string>();
+    let fills = 0;
+    const first = getOrComputeWith(cache, 'k', { ttl: 60_000, waitUntil: () => {} }, () => {
+      fills++;
+      return slow.promise;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    busyFor(SILENT_FLIGHT_MS + 200);
+    const second = settle(
+      getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => {
+        fills++;
+        return 'beside';
+      }),
+    );
+    // The heartbeat, due first, runs before the call's timer turn: the flight is alive.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    slow.resolve('first');
+    expect(await first).toBe('first');
+    expect(await second).toEqual({ ok: true, value: 'first' });
+    expect(fills).toBe(1);
+    expect(stats()).toMatchObject({ fills: 1, fillTimeouts: 0 });
+  });
+
+  it("a watcher whose own timer ran late does not reap: the flight's fillTimeout decides, counted once", async () => {
+    vi.useRealTimers();
+    const cache = testCache();
+    const leader = settle(getOrComputeWith(cache, 'k', { ttl: 60_000, fillTimeout: 300 }, never));
+    const joiner = settle(getOrComputeWith(cache, 'k', { ttl: 60_000 }, () => 'beside'));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Past the fillTimeout and the watcher's 1 s of grace after it, before any timer could run.
+    busyFor(1_400);
+    expect(failure(await leader).kind).toBe('timeout');
+    expect(failure(await joiner).kind).toBe('timeout');
+    const counted = stats();
+    expect(counted.fillTimeouts).toBe(1);
+    expect(counted.fillFailures + counted.fillTimeouts).toBeLessThanOrEqual(
+      counted.fills + counted.fillsCancelled,
+    );
+  });
+
+  it('a refresh given up by a cold miss, whose fill then fails, is counted once', async () => {
+    const cache = testCache();
+    const swr = { ttl: 300, staleWhileRevalidate: 500 } as const;
+    await getOrComputeWith(cache, 'k', swr, () => 'v1');
+    await vi.advanceTimersByTimeAsync(400);
+    const refresh = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', swr, () => refresh.promise)).toBe('v1');
+    await vi.advanceTimersByTimeAsync(500);
+    // Past staleUntil: the cold miss gives the refresh up (no waitUntil) and fills.
+    expect(await getOrComputeWith(cache, 'k', swr, () => 'v2')).toBe('v2');
+    refresh.reject(new Error('db down'));
+    await vi.advanceTimersByTimeAsync(1);
+    const counted = stats();
+    expect(counted).toMatchObject({
+      backgroundRefreshes: 1,
+      backgroundRefreshFailures: 1,
+      fillTimeouts: 1,
+      fillFailures: 0,
+    });
+    expect(counted.fillFailures + counted.fillTimeouts).toBeLessThanOrEqual(
+      counted.fills + counted.fillsCancelled,
+    );
+    expect(cache.backend.read('k')?.value).toBe('v2');
+  });
+});
+
 describe('a fill that answered but whose write never landed (isolated runtimes)', () => {
   it('its request ended with the write on its way: later calls fill afresh instead of getting its value forever', async () => {
     const cache = testCache();
@@ -187,7 +269,9 @@ describe('a fill that answered but whose write never landed (isolated runtimes)'
     writes = 'land';
     expect(inFlightCount(cache)).toBe(1);
     await vi.advanceTimersByTimeAsync(SILENT_FLIGHT_MS + HEARTBEAT_MS);
-    expect(await getOrComputeWith(cache, 'k', { ttl: 100 }, () => 'second')).toBe('second');
+    const call = getOrComputeWith(cache, 'k', { ttl: 100 }, () => 'second');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await call).toBe('second');
     expect(inFlightCount(cache)).toBe(0);
     expect(await getOrComputeWith(cache, 'k', { ttl: 100 }, () => 'third')).toBe('second');
   });
@@ -267,6 +351,11 @@ describe('a background refresh whose request is gone (isolated runtimes)', () =>
     expect(await getOrComputeWith(cache, 'k', options, () => 'v2')).toBe('v1');
     expect(stats().backgroundRefreshes).toBe(1);
     await vi.advanceTimersByTimeAsync(200);
+    // The first stale read past the bound lets a timer turn tell whether the refresh is gone; the
+    // next one, after it, starts a new refresh.
+    expect(await getOrComputeWith(cache, 'k', options, () => 'v2')).toBe('v1');
+    expect(stats().backgroundRefreshes).toBe(1);
+    await vi.advanceTimersByTimeAsync(1);
     expect(await getOrComputeWith(cache, 'k', options, () => 'v2')).toBe('v1');
     await vi.advanceTimersByTimeAsync(0);
     expect(cache.backend.read('k')?.value).toBe('v2');
