@@ -137,6 +137,12 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   const tagTimes = createLatestTimes(records, (at) => {
     if (at > tagFloor) tagFloor = at;
   });
+  // When a direct write carrying each tag was last dated past the clock (see `set`), bounded the
+  // same way: a record pushed out raises `stampFloor`, which every later invalidation then covers.
+  let stampFloor = Number.NEGATIVE_INFINITY;
+  const stamps = createLatestTimes(records, (at) => {
+    if (at > stampFloor) stampFloor = at;
+  });
   // The latest invalidation among `tags`, or the floor.
   const latestTagTime = (tags: readonly string[]): number => {
     let latest = tagFloor;
@@ -194,6 +200,8 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
         const latest = latestTagTime(entry.tags);
         if (entry.createdAt <= latest && (entry.createdAt === latest || latest >= Date.now())) {
           entry = changeEntry(entry, { createdAt: latest + 1 });
+          // Dated past the clock: the next invalidation of any of its tags must cover it.
+          for (const tag of entry.tags ?? []) stamps.record(tag, latest + 1);
         }
       }
       if (!shouldReplace(lru.peek(key), entry)) return false;
@@ -217,13 +225,13 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       deletions.record(key, Date.now());
     },
     invalidateTags(tags: readonly string[], at: number = Date.now()): void {
-      // A tag's record at or past the present millisecond may cover a direct write dated just after
-      // it (see `set`): an invalidation now is recorded strictly after it, so that `invalidateTag`,
-      // `setValue`, `invalidateTag` in one millisecond leaves the value invalidated.
-      const now = Date.now();
+      // A direct write dated just past a record of one of its tags (see `set`) is covered by the
+      // next invalidation of any of them, recorded at that date if it is later: `invalidateTag`,
+      // `setValue`, `invalidateTag` in one millisecond leaves the value invalidated. Nothing else
+      // moves a record past `at` (a burst of invalidations does not push it into the future).
       for (const tag of tags) {
-        const previous = latestTagTime([tag]);
-        tagTimes.record(tag, previous >= at && previous >= now ? previous + 1 : at);
+        const stamp = Math.max(stamps.peek(tag) ?? Number.NEGATIVE_INFINITY, stampFloor);
+        tagTimes.record(tag, stamp > at ? stamp : at);
       }
     },
     clear(): void {

@@ -94,6 +94,27 @@ describe('memory tags', () => {
     expect(cache.get('f')?.value).toBe('filled');
   });
 
+  it('a burst of invalidations of one tag does not push its record into the future', () => {
+    const cache = createMemoryCache({ lru: new LRUCache({ max: 4 }) });
+    for (let i = 0; i < 5_000; i++) cache.invalidateTags(['hot']);
+    // Other tags push records out of the bounded map (their floor must not be in the future either).
+    for (const tag of ['a', 'b', 'c', 'd', 'e']) cache.invalidateTags([tag]);
+    vi.advanceTimersByTime(1);
+    cache.set('hot', entry('filled after', Date.now(), ['hot']), { ttl: 60_000 });
+    cache.set('other', entry('never invalidated', Date.now(), ['never']), { ttl: 60_000 });
+    expect(cache.get('hot')?.value).toBe('filled after');
+    expect(cache.get('other')?.value).toBe('never invalidated');
+  });
+
+  it('a value set after one tag was invalidated is covered by an invalidation of its other tag in that millisecond', async () => {
+    const cache = createMemoryCache();
+    await invalidateTag(cache, 'a');
+    await setValue(cache, 'k', 'v', { ttl: '1m', tags: ['a', 'b'] });
+    expect(await getValue(cache, 'k')).toBe('v');
+    await invalidateTag(cache, 'b');
+    expect(await getValue(cache, 'k')).toBeUndefined();
+  });
+
   it('a later invalidation at an older time (from another replica) moves no record', () => {
     const cache = createMemoryCache();
     const now = Date.now();

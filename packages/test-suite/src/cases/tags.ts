@@ -99,6 +99,14 @@ export function tagCases(ctx: SuiteContext): void {
         // The invalidation came after the write, even in the millisecond the write was dated past.
         expect(await cache.get('again')).toBeUndefined();
       }
+      // The same through another of the entry's tags: invalidate one, write, invalidate the other.
+      // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+      await cache.invalidateTags!(['first-of-two']);
+      const both = ['first-of-two', 'second-of-two'];
+      await cache.set('both', tagged('v', Date.now(), both), { ttl: 60_000, direct: true });
+      // biome-ignore lint/style/noNonNullAssertion: declared by the capability
+      await cache.invalidateTags!(['second-of-two']);
+      expect(await cache.get('both')).toBeUndefined();
     },
   );
 
