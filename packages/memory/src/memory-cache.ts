@@ -230,8 +230,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       // `setValue`, `invalidateTag` in one millisecond leaves the value invalidated. Nothing else
       // moves a record past `at` (a burst of invalidations does not push it into the future).
       for (const tag of tags) {
-        const stamp = Math.max(stamps.peek(tag) ?? Number.NEGATIVE_INFINITY, stampFloor);
-        tagTimes.record(tag, stamp > at ? stamp : at);
+        tagTimes.record(tag, Math.max(stamps.peek(tag) ?? Number.NEGATIVE_INFINITY, stampFloor, at));
       }
     },
     clear(): void {
