@@ -393,6 +393,10 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // tags is cleared instead: more misses, never an invalidated value served.
   // Returns a promise when the local cache answered with one (settled once it has, never rejected).
   const invalidateLocalTags = (tags: readonly string[]): unknown => {
+    // Reads and writes in flight may carry an entry of these tags from before the invalidation
+    // (which keys carry them is not known here): their result is not kept in L1. An L1 copy arriving
+    // in the very millisecond of the record could otherwise be dated after it and outlive it.
+    for (const set of pending.values()) for (const token of set) token.evicted = true;
     if (closed) return undefined;
     if (typeof clearable.invalidateTags !== 'function') {
       clearLocal();
@@ -682,6 +686,11 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     } finally {
       end(key, token);
     }
+    // Reads of the key in flight (and other writes) may carry what the remote held before this
+    // write landed: their result is not kept in L1 over this one (a read that started in the same
+    // millisecond would otherwise tie with it and win).
+    const others = pending.get(key);
+    if (others !== undefined) for (const other of others) other.evicted = true;
     // Refused by the remote (a newer entry or delete is there), or changed elsewhere meanwhile:
     // L1 must not keep this copy. A failed remote write still lands in L1 (the remote is down).
     if (written === false || token.evicted) {

@@ -137,6 +137,23 @@ describe('a tiered cache with tags', () => {
     expect(await getValue(b.cache, 'k')).toBeUndefined();
   });
 
+  it('a setValue on the replica whose own read of the key is in flight: L1 keeps the value set, not the read', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    await setValue(a.cache, 'k', 'old', tagged);
+    a.local.delete('k');
+    a.remote.holdReads = true;
+    // In one millisecond: a read of the key (it reads 'old', answers later), then a setValue.
+    const read = getOrComputeWith(a.cache, 'k', tagged, () => 'filled');
+    const set = setValue(a.cache, 'k', 'new', tagged);
+    await flush();
+    a.remote.releaseReads();
+    expect(await read).toBe('old');
+    await set;
+    expect(await getValue(a.cache, 'k')).toBe('new');
+    expect(a.local.get('k')?.value).not.toBe('old');
+  });
+
   it('takes its own stored write into L1 over a copy stamped with a later read time', async () => {
     const store = new RemoteStore();
     const b = replica(store);

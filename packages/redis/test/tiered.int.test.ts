@@ -13,6 +13,7 @@ import {
 import { createMemoryCache } from '@stampede/memory';
 import {
   broadcast,
+  deferred,
   randomPrefix,
   startRedisServer,
   startWorkers,
@@ -21,7 +22,7 @@ import {
   waitFor,
 } from '@stampede/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createRedisCache } from '../src/index.js';
 import { deletePrefix, stopWorkers } from './helpers.js';
 
@@ -391,6 +392,61 @@ describe('localTtl on a memory L1 in front of Redis', () => {
       await cache.close();
       await remote.close();
       await writer.close();
+      await deletePrefix(client, prefix);
+      client.disconnect();
+    }
+  });
+});
+
+describe('a tag invalidation while a read of L2 is in flight on the same replica', () => {
+  it('its answer, read before the invalidation, is not kept in the memory L1 (even in the same millisecond)', async () => {
+    // Date frozen (timers real): the read's copy reaches L1 in the very millisecond the invalidation
+    // was recorded there, where the memory cache dates a direct tagged write past the record.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
+    const client = new Redis((await testRedis()).url);
+    const prefix = randomPrefix('redis-tiered-read-in-flight');
+    const redis = createRedisCache({ client, prefix, name: 'in-flight-remote' });
+    let holding = false;
+    let answered = false;
+    const release = deferred<void>();
+    // The remote as it is, except that a held read keeps Redis's answer until released.
+    const remote = new Proxy(redis, {
+      get(target, property) {
+        if (property === 'get') {
+          return async (key: string) => {
+            const found = await target.get(key);
+            if (holding) {
+              answered = true;
+              await release.promise;
+            }
+            return found;
+          };
+        }
+        const value = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const l1 = createMemoryCache({ name: 'in-flight-l1' });
+    const cache = createTieredCache({ local: l1, remote, name: 'in-flight' });
+    const options = { ttl: 600_000, tags: ['t'] };
+    try {
+      await setValue(cache, 'k', 'old', options);
+      l1.delete('k');
+      holding = true;
+      const read = getOrComputeWith(cache, 'k', options, () => 'filled');
+      await waitFor(() => answered);
+      holding = false;
+      await invalidateTag(cache, 't');
+      release.resolve();
+      // The read started before the invalidation: its caller may get the old value...
+      expect(await read).toBe('old');
+      // ...but L1 does not keep it: the next read finds the key invalidated.
+      expect(l1.get('k')).toBeUndefined();
+      expect(await getValue(cache, 'k')).toBeUndefined();
+    } finally {
+      vi.useRealTimers();
+      await cache.close();
+      await redis.close();
       await deletePrefix(client, prefix);
       client.disconnect();
     }
