@@ -111,6 +111,15 @@ type Clearable = Cache & {
 /** A remote read or write in flight; `evicted` turns true when the key is evicted meanwhile. */
 interface Pending {
   evicted: boolean;
+  /** Tags invalidated while it ran: an entry carrying one of them is not kept in L1. */
+  tags?: Set<string>;
+}
+
+/** Whether `entry` carries a tag invalidated while `token`'s read or write ran. */
+function invalidatedDuring(token: Pending, entry: CacheEntry): boolean {
+  const invalidated = token.tags;
+  if (invalidated === undefined) return false;
+  return entry.tags?.some((tag) => invalidated.has(tag)) === true;
 }
 
 /**
@@ -394,9 +403,15 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // Returns a promise when the local cache answered with one (settled once it has, never rejected).
   const invalidateLocalTags = (tags: readonly string[]): unknown => {
     // Reads and writes in flight may carry an entry of these tags from before the invalidation
-    // (which keys carry them is not known here): their result is not kept in L1. An L1 copy arriving
-    // in the very millisecond of the record could otherwise be dated after it and outlive it.
-    for (const set of pending.values()) for (const token of set) token.evicted = true;
+    // (which keys carry them is not known here): a result that carries one is not kept in L1. An L1
+    // copy arriving in the very millisecond of the record could otherwise be dated after it and
+    // outlive it. Results without these tags are kept as ever.
+    for (const set of pending.values()) {
+      for (const token of set) {
+        token.tags ??= new Set();
+        for (const tag of tags) token.tags.add(tag);
+      }
+    }
     if (closed) return undefined;
     if (typeof clearable.invalidateTags !== 'function') {
       clearLocal();
@@ -520,7 +535,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       // Kept `localTtl`, past the entry's grace too: what a read finds there then is a miss, and
       // with the remote down fail-safe's fallback (see `failed`). An entry already past its grace
       // is not kept (L1 takes such a write for a removal).
-      if (!token.evicted && Date.now() < entry.staleUntil)
+      if (!token.evicted && !invalidatedDuring(token, entry) && Date.now() < entry.staleUntil)
         keepLocal(key, l1Copy(entry, startedAt), localTtl, true);
       return entry;
     };
@@ -693,7 +708,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     if (others !== undefined) for (const other of others) other.evicted = true;
     // Refused by the remote (a newer entry or delete is there), or changed elsewhere meanwhile:
     // L1 must not keep this copy. A failed remote write still lands in L1 (the remote is down).
-    if (written === false || token.evicted) {
+    if (written === false || token.evicted || invalidatedDuring(token, entry)) {
       evictLocal(key);
     } else {
       const carried = localCopy(entry);

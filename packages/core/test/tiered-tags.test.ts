@@ -154,6 +154,19 @@ describe('a tiered cache with tags', () => {
     expect(a.local.get('k')?.value).not.toBe('old');
   });
 
+  it('an invalidation of other tags while a read is in flight leaves its answer to L1 (no refetch on every read)', async () => {
+    const store = new RemoteStore();
+    const [a, b] = [replica(store), replica(store)];
+    await setValue(a.cache, 'k', 'v', tagged);
+    a.local.delete('k');
+    a.remote.holdReads = true;
+    const pending = a.cache.get('k');
+    await invalidateTag(b.cache, 'other');
+    a.remote.releaseReads();
+    expect((await pending)?.value).toBe('v');
+    expect(a.local.get('k')?.value).toBe('v');
+  });
+
   it('takes its own stored write into L1 over a copy stamped with a later read time', async () => {
     const store = new RemoteStore();
     const b = replica(store);
