@@ -196,15 +196,32 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       // it would a fill of that millisecond; nor one recorded past the present (see
       // `invalidateTags`). It is dated just after the latest. An older direct write (a tiered
       // cache's copy of an entry read before the invalidation) still reads as invalidated.
-      if (direct === true && entry.tags !== undefined) {
-        const latest = latestTagTime(entry.tags);
-        if (entry.createdAt <= latest && (entry.createdAt === latest || latest >= Date.now())) {
-          entry = changeEntry(entry, { createdAt: latest + 1 });
+      const stored = lru.peek(key);
+      if (direct === true) {
+        const now = Date.now();
+        let createdAt = entry.createdAt;
+        if (entry.tags !== undefined) {
+          const latest = latestTagTime(entry.tags);
+          if (createdAt <= latest && (createdAt === latest || latest >= now)) createdAt = latest + 1;
+        }
+        // A write of this millisecond after a value this cache dated past the clock (above): it is
+        // the later one, so it takes that date (a tie replaces). An older one (a tiered cache's copy
+        // of an earlier read) keeps its own and loses.
+        if (
+          stored !== undefined &&
+          stored.createdAt > now &&
+          createdAt >= now &&
+          stored.createdAt > createdAt
+        ) {
+          createdAt = stored.createdAt;
+        }
+        if (createdAt !== entry.createdAt) {
+          entry = changeEntry(entry, { createdAt });
           // Dated past the clock: the next invalidation of any of its tags must cover it.
-          for (const tag of entry.tags ?? []) stamps.record(tag, latest + 1);
+          if (createdAt > now) for (const tag of entry.tags ?? []) stamps.record(tag, createdAt);
         }
       }
-      if (!shouldReplace(lru.peek(key), entry)) return false;
+      if (!shouldReplace(stored, entry)) return false;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
       // ttl 0) wants the next read to see, and that is a miss.
       // So does an entry a tag invalidated already (a fill that started before the invalidation).

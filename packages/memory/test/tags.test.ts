@@ -115,6 +115,22 @@ describe('memory tags', () => {
     expect(await getValue(cache, 'k')).toBeUndefined();
   });
 
+  it('two setValues of a key in the millisecond of an invalidation: the later one is read, and still covered by its own tags', async () => {
+    const cache = createMemoryCache();
+    await invalidateTag(cache, 'c');
+    await setValue(cache, 'k', 'first', { ttl: '1m', tags: ['c'] });
+    await setValue(cache, 'k', 'second', { ttl: '1m', tags: ['a'] });
+    expect(await getValue(cache, 'k')).toBe('second');
+    await setValue(cache, 'k', 'third', { ttl: '1m' });
+    expect(await getValue(cache, 'k')).toBe('third');
+    await setValue(cache, 't', 'first', { ttl: '1m', tags: ['c'] });
+    await setValue(cache, 't', 'second', { ttl: '1m', tags: ['a'] });
+    await invalidateTag(cache, 'a');
+    expect(await getValue(cache, 't')).toBeUndefined();
+    vi.advanceTimersByTime(1);
+    expect(await getValue(cache, 'k')).toBe('third');
+  });
+
   it('a later invalidation at an older time (from another replica) moves no record', () => {
     const cache = createMemoryCache();
     const now = Date.now();
