@@ -400,14 +400,16 @@ async function failFill(
     flight.fallback === undefined || flight.result !== undefined
       ? undefined
       : await confirmFallback(state, flight, options);
-  if (flight.result === undefined) {
-    // A reaped flight was counted as a timeout already (see `Flight.wasReaped`).
-    if (!flight.wasReaped) {
-      counters.fillFailures++;
-      if (flight.background) counters.backgroundRefreshFailures++;
-      counted?.();
-      fillEvent(state, flight, startedAt, 'error');
-    }
+  const unanswered = flight.result === undefined;
+  // Counted once: a reaped flight was counted as a timeout already (see `Flight.wasReaped`); a fill
+  // whose callers all left (never a background one) failed all the same.
+  if (unanswered ? !flight.wasReaped : abandoned(flight)) {
+    counters.fillFailures++;
+    if (flight.background) counters.backgroundRefreshFailures++;
+    counted?.();
+    fillEvent(state, flight, startedAt, 'error');
+  }
+  if (unanswered) {
     // The flight leaves the registry before the callers hear, so the next call retries from scratch
     // (or, after fail-safe's re-arm, hits the re-armed value).
     flight.detach();
@@ -416,11 +418,6 @@ async function failFill(
       flight.settle({ ok: true, value: confirmed.entry.value });
       activate(state, flight, options, confirmed, 'error');
     }
-  } else if (abandoned(flight)) {
-    // Every caller left before it failed: nobody hears it, but it is a fill that failed.
-    counters.fillFailures++;
-    counted?.();
-    fillEvent(state, flight, startedAt, 'error');
   }
   await release('failed');
   // Without a lock there is nothing to wait for, but the re-arm's write is part of this work.

@@ -160,7 +160,10 @@ function isPlainMs(ttl: Duration): boolean {
   return typeof ttl === 'number' && ttl >= 0 && ttl !== Number.POSITIVE_INFINITY;
 }
 
-/** Reads `key` (checked by `checkValue`, if any) and answers as {@link afterRead} does. */
+/**
+ * Reads `key` (checked by `checkValue`, if any) and answers as {@link afterRead} does; a caller with
+ * a `signal` leaves a read still in flight when it aborts.
+ */
 function readAndAnswer(
   state: CacheState,
   key: string,
@@ -171,7 +174,9 @@ function readAndAnswer(
   const check = options.check;
   const read = check === undefined ? shared : checkedRead(state, key, shared, check);
   if (read === undefined || !isPendingRead(read)) return afterRead(state, key, read, options, fill);
-  return afterPendingRead(state, key, read, options, fill);
+  const answer = afterPendingRead(state, key, read, options, fill);
+  const signal = options.signal;
+  return signal === undefined ? answer : untilAborted(answer, signal);
 }
 
 /** {@link getOrCompute} for every call the hit path does not take: checks, coalescing, shared reads. */
@@ -262,14 +267,7 @@ export function getOrComputeWith<T>(
     if (flight !== undefined && !flight.background && !silentUnproven(flight))
       return coalesce(state, flight, resolved) as Promise<T>;
   }
-  const shared = sharedRead(state, key);
-  const check = resolved.check;
-  const read = check === undefined ? shared : checkedRead(state, key, shared, check);
-  if (read === undefined || !isPendingRead(read)) {
-    return afterRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
-  }
-  const answer = afterPendingRead(state, key, read, resolved, fill as FillFn) as Promise<T>;
-  return signal === undefined ? answer : untilAborted(answer, signal);
+  return readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
 }
 
 /** {@link checkedEntry} of a read that may still be pending. */
@@ -379,7 +377,7 @@ function afterRead(
       const running = liveFlight(state.flights, key);
       if (running === undefined) refreshInBackground(state, key, options, fill, entry);
       // A refresh silent without proof (isolated runtimes): a timer turn tells a later read.
-      else if (running.heartbeat !== undefined && running.gone()) void timerTurn(running);
+      else if (silentUnproven(running)) void timerTurn(running);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);
