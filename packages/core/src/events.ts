@@ -39,21 +39,28 @@ export interface LockWaitEvent {
   readonly outcome: 'hit' | 'acquired' | 'timeout' | 'aborted' | 'error' | 'yielded';
 }
 
-/** The operations a backend fault can come from. */
-export type BackendOperation =
-  | 'get'
-  | 'set'
-  | 'delete'
-  | 'lock'
-  | 'release'
-  | 'extend'
-  | 'decode'
-  | 'encode'
-  | 'subscribe'
-  | 'publish'
-  | 'tags'
-  /** An adapter's preparation when it is created (loading scripts, opening its subscriber). */
-  | 'warm-up';
+/**
+ * The operations a backend fault can come from, as a list (`reportBackendError` checks against it).
+ * `'warm-up'` is an adapter's preparation when it is created (loading scripts, opening its
+ * subscriber).
+ */
+export const BACKEND_OPERATIONS = [
+  'get',
+  'set',
+  'delete',
+  'lock',
+  'release',
+  'extend',
+  'decode',
+  'encode',
+  'subscribe',
+  'publish',
+  'tags',
+  'warm-up',
+] as const;
+
+/** The operations a backend fault can come from (see {@link BACKEND_OPERATIONS}). */
+export type BackendOperation = (typeof BACKEND_OPERATIONS)[number];
 
 /** A backend call failed or timed out; the request went on without it. */
 export interface BackendErrorEvent {

@@ -1,5 +1,5 @@
 import { kindOf } from './errors.js';
-import { type BackendOperation, emit, hasListeners } from './events.js';
+import { BACKEND_OPERATIONS, type BackendOperation, emit, hasListeners } from './events.js';
 import { shared } from './shared.js';
 
 /**
@@ -231,22 +231,7 @@ export function statsByCache(): Record<string, StampedeStats> {
   return out;
 }
 
-// Every BackendOperation (the record's type makes the compiler check the list is complete).
-const OPERATIONS: Record<BackendOperation, true> = {
-  get: true,
-  set: true,
-  delete: true,
-  lock: true,
-  release: true,
-  extend: true,
-  decode: true,
-  encode: true,
-  subscribe: true,
-  publish: true,
-  tags: true,
-  'warm-up': true,
-};
-const BACKEND_OPERATIONS: ReadonlySet<string> = new Set(Object.keys(OPERATIONS));
+const OPERATIONS: ReadonlySet<string> = new Set(BACKEND_OPERATIONS);
 
 /**
  * Sets every counter back to zero. Meant for tests: exporters such as `@stampede/metrics` read these
@@ -273,9 +258,9 @@ export function reportBackendError(
   if (typeof cacheName !== 'string' || cacheName.length === 0) {
     throw new TypeError(`reportBackendError: cacheName must be a non-empty string; got ${kindOf(cacheName)}`);
   }
-  if (!BACKEND_OPERATIONS.has(operation)) {
+  if (!OPERATIONS.has(operation)) {
     throw new TypeError(
-      `reportBackendError: operation must be one of ${[...BACKEND_OPERATIONS].join(', ')}; got ${typeof operation === 'string' ? `'${operation}'` : kindOf(operation)}`,
+      `reportBackendError: operation must be one of ${BACKEND_OPERATIONS.join(', ')}; got ${typeof operation === 'string' ? `'${operation}'` : kindOf(operation)}`,
     );
   }
   if (key !== undefined && typeof key !== 'string') {
