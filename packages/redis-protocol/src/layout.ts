@@ -277,6 +277,18 @@ export function remoteWriteArgs(
   return { text, createdAt, px, ...direct };
 }
 
+// Redis before 5 refuses a write after a non-deterministic command (TIME) in a script unless the
+// script asks for effects replication; from 5 on that is the default and the call is a no-op. TIME
+// is called with `pcall`: a user whose ACL lacks it (it is in no category but @fast, so
+// `+@read +@write +@scripting` leaves it out) gets the caller's estimate of the server's time,
+// ARGV[n], instead of a failed delete.
+const serverTimeOr = (argv: number) =>
+  `if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.pcall('TIME')
+local now
+if t.err then now = tonumber(ARGV[${argv}]) else now = t[1] * 1000 + math.floor(t[2] / 1000) end
+if not now then return redis.error_reply('ERR TIME refused and no time given in ARGV[${argv}]') end`;
+
 // Lua: the body of the write guard (see WRITE_GUARD_LUA), with ARGV[prefixArgv] the prefix to find
 // a tagged entry's tags' keys under ('' or absent where the script may not touch them).
 const writeGuardLua = (prefixArgv: number) =>
@@ -296,12 +308,9 @@ end
 local text = ARGV[1]
 local stamped = ARGV[4] == '1' and string.match(text, '^s[12]t|(%-?%d+)|')
 if stamped then
-  if redis.replicate_commands then redis.replicate_commands() end
-  local t = redis.pcall('TIME')
-  local now
-  if t.err then now = tonumber(ARGV[2]) else now = t[1] * 1000 + math.floor(t[2] / 1000) end
+  ${serverTimeOr(2)}
   local prefix = ARGV[${prefixArgv}] or ''
-  if now and prefix ~= '' then
+  if prefix ~= '' then
     local tags = string.match(text, '^s1t|%-?%d+|%d*|%d*|([^|]*)|')
       or string.match(text, '^s2t|%-?%d+|%d*|%d*|%d+|([^|]*)|') or ''
     local stamp = now
@@ -320,7 +329,7 @@ if stamped then
     end
     now = stamp
   end
-  if now then text = string.sub(text, 1, 4) .. string.format('%.0f', now) .. string.sub(text, 5 + #stamped) end
+  text = string.sub(text, 1, 4) .. string.format('%.0f', now) .. string.sub(text, 5 + #stamped)
 end
 if text == '' then
   redis.call('SET', KEYS[1], 't|' .. ARGV[2], 'PX', ARGV[3])
@@ -360,18 +369,6 @@ return 1
  * by the writer's {@link ServerClock}), never two replicas' clocks against each other.
  */
 export const WRITE_GUARD_LUA = writeGuardLua(5);
-
-// Redis before 5 refuses a write after a non-deterministic command (TIME) in a script unless the
-// script asks for effects replication; from 5 on that is the default and the call is a no-op. TIME
-// is called with `pcall`: a user whose ACL lacks it (it is in no category but @fast, so
-// `+@read +@write +@scripting` leaves it out) gets the caller's estimate of the server's time,
-// ARGV[n], instead of a failed delete.
-const serverTimeOr = (argv: number) =>
-  `if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.pcall('TIME')
-local now
-if t.err then now = tonumber(ARGV[${argv}]) else now = t[1] * 1000 + math.floor(t[2] / 1000) end
-if not now then return redis.error_reply('ERR TIME refused and no time given in ARGV[${argv}]') end`;
 
 /**
  * Lua: KEYS[1] value key, KEYS[2] (optional) the key's lock key, where the locks live with the
