@@ -1,7 +1,7 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
 import { changeEntry, checkKnownKeys, kindOf, reportWarning, shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
-import { createLatestTimes } from './latest-times.js';
+import { createLatestTimes, type LatestTimes } from './latest-times.js';
 
 /** Options of {@link createMemoryCache}. */
 export interface MemoryCacheOptions {
@@ -143,14 +143,36 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   const stamps = createLatestTimes(records, (at) => {
     if (at > stampFloor) stampFloor = at;
   });
-  // The latest invalidation among `tags`, or the floor.
-  const latestTagTime = (tags: readonly string[]): number => {
-    let latest = tagFloor;
+  // Which invalidations this cache's own caller made (`invalidateTags` without `at`: the core's
+  // `invalidateTag`), by the clock's time when made; and the records of those heard from elsewhere
+  // (with `at`: a tiered cache's other replicas). Bounded the same way, a record pushed out raising
+  // its floor: a forgotten own time (too late) or heard record (too late) only keeps a fill of that
+  // millisecond from being kept (see `set`), never keeps one it should not.
+  let ownFloor = Number.NEGATIVE_INFINITY;
+  const ownTimes = createLatestTimes(records, (at) => {
+    if (at > ownFloor) ownFloor = at;
+  });
+  let heardFloor = Number.NEGATIVE_INFINITY;
+  const heardTimes = createLatestTimes(records, (at) => {
+    if (at > heardFloor) heardFloor = at;
+  });
+  // The latest time among `tags` in `times`, or `floor`.
+  const latestOf = (times: LatestTimes, floor: number, tags: readonly string[]): number => {
+    let latest = floor;
     for (const tag of tags) {
-      const at = tagTimes.peek(tag);
+      const at = times.peek(tag);
       if (at !== undefined && at > latest) latest = at;
     }
     return latest;
+  };
+  // The latest invalidation among `tags`, or the floor.
+  const latestTagTime = (tags: readonly string[]): number => latestOf(tagTimes, tagFloor, tags);
+  // `entry` dated just past `latest` (a record of one of its tags); dated past the clock, it is
+  // covered by the next invalidation of any of its tags (see `invalidateTags`).
+  const datedPast = (entry: CacheEntry, latest: number): CacheEntry => {
+    const createdAt = latest + 1;
+    if (createdAt > Date.now()) for (const tag of entry.tags ?? []) stamps.record(tag, createdAt);
+    return changeEntry(entry, { createdAt });
   };
   // An entry created in the very millisecond of an invalidation counts as before it.
   const taggedOut = (entry: CacheEntry): boolean =>
@@ -186,7 +208,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       lru.delete(key);
       return undefined;
     },
-    set(key: string, given: CacheEntry, { ttl, direct }: CacheSetOptions): boolean {
+    set(key: string, given: CacheEntry, { ttl, direct, renews }: CacheSetOptions): boolean {
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
@@ -197,11 +219,30 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       // `invalidateTags`). It is dated just after the latest. An older direct write (a tiered
       // cache's copy of an entry read before the invalidation) still reads as invalidated.
       const stored = lru.peek(key);
+      const tags = entry.tags;
+      if (tags !== undefined && direct !== true && renews === undefined) {
+        // A fill that started in the millisecond of an invalidation its own caller made (or later,
+        // where records stand past the clock) started after it: the core stops every fill of its
+        // tags in flight at that moment from writing. Like a direct write, it is dated just past
+        // the record, or a refill right after `invalidateTag` would read as invalidated and the
+        // next call would fill again. An invalidation heard from elsewhere (`at`) may have come
+        // after such a fill's start: there the tie still reads as invalidated.
+        const latest = latestTagTime(tags);
+        const createdAt = entry.createdAt;
+        if (
+          createdAt <= latest &&
+          tagFloor < createdAt &&
+          latestOf(heardTimes, heardFloor, tags) < createdAt &&
+          latestOf(ownTimes, ownFloor, tags) <= createdAt
+        ) {
+          entry = datedPast(entry, latest);
+        }
+      }
       if (direct === true) {
         const now = Date.now();
         let createdAt = entry.createdAt;
-        if (entry.tags !== undefined) {
-          const latest = latestTagTime(entry.tags);
+        if (tags !== undefined) {
+          const latest = latestTagTime(tags);
           if (createdAt <= latest && (createdAt === latest || latest >= now)) createdAt = latest + 1;
         }
         // A write of this millisecond after a value this cache dated past the clock (above): it is
@@ -241,13 +282,17 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       lru.delete(key);
       deletions.record(key, Date.now());
     },
-    invalidateTags(tags: readonly string[], at: number = Date.now()): void {
+    invalidateTags(tags: readonly string[], heardAt?: number): void {
+      const at = heardAt ?? Date.now();
+      const origin = heardAt === undefined ? ownTimes : heardTimes;
       // A direct write dated just past a record of one of its tags (see `set`) is covered by the
       // next invalidation of any of them, recorded at that date if it is later: `invalidateTag`,
       // `setValue`, `invalidateTag` in one millisecond leaves the value invalidated. Nothing else
       // moves a record past `at` (a burst of invalidations does not push it into the future).
       for (const tag of tags) {
-        tagTimes.record(tag, Math.max(stamps.peek(tag) ?? Number.NEGATIVE_INFINITY, stampFloor, at));
+        const record = Math.max(stamps.peek(tag) ?? Number.NEGATIVE_INFINITY, stampFloor, at);
+        tagTimes.record(tag, record);
+        origin.record(tag, heardAt === undefined ? at : record);
       }
     },
     clear(): void {

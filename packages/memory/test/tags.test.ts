@@ -64,15 +64,106 @@ describe('memory tags', () => {
     expect(cache.get('k')).toBeUndefined();
   });
 
-  it('a setValue in the same millisecond as the invalidation it follows is kept; a fill of that millisecond is not', async () => {
+  it('a setValue in the same millisecond as the invalidation it follows is kept; so is a fill of that millisecond', async () => {
     const cache = createMemoryCache();
     await invalidateTag(cache, 'group');
     // Repopulating the group at once: the caller knows the invalidation came first.
     await setValue(cache, 'k', 'new', { ttl: '1m', tags: ['group'] });
     expect(await getValue(cache, 'k')).toBe('new');
-    // A fill's write of that millisecond may have started before it: it still reads as invalidated.
+    // A fill of this process that was in flight at the invalidation does not write (the core stops
+    // it): a fill's write of that millisecond started after it.
     cache.set('f', entry('filled', Date.now(), ['group']), { ttl: 60_000 });
+    expect(cache.get('f')?.value).toBe('filled');
+    // Both are covered by the next invalidation, in that millisecond too.
+    await invalidateTag(cache, 'group');
+    expect(cache.get('k')).toBeUndefined();
     expect(cache.get('f')).toBeUndefined();
+  });
+
+  it('a refill right after invalidateTag, in its millisecond, is kept: the next call is a hit (one fill)', async () => {
+    const cache = createMemoryCache();
+    let fills = 0;
+    const fill = () => `v${++fills}`;
+    const options = { ttl: '1m', tags: ['user:1'] } as const;
+    await getOrComputeWith(cache, 'k', options, fill);
+    vi.advanceTimersByTime(5);
+    await invalidateTag(cache, 'user:1');
+    expect(await getOrComputeWith(cache, 'k', options, fill)).toBe('v2');
+    expect(await getOrComputeWith(cache, 'k', options, fill)).toBe('v2');
+    expect(fills).toBe(2);
+  });
+
+  it('a slow refill that started right after invalidateTag is kept when it lands', async () => {
+    const cache = createMemoryCache();
+    let fills = 0;
+    const fill = async () => {
+      fills++;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return `v${fills}`;
+    };
+    const options = { ttl: '1m', tags: ['user:1'] } as const;
+    await invalidateTag(cache, 'user:1');
+    const refill = getOrComputeWith(cache, 'k', options, fill);
+    await vi.advanceTimersByTimeAsync(50);
+    expect(await refill).toBe('v1');
+    expect(await getValue(cache, 'k')).toBe('v1');
+    expect(fills).toBe(1);
+  });
+
+  it('a value filled before invalidateTag in its millisecond is invalidated, and so is a fill in flight then', async () => {
+    const cache = createMemoryCache();
+    const options = { ttl: '1m', tags: ['t'] } as const;
+    await getOrComputeWith(cache, 'before', options, () => 'old');
+    let finish: (value: string) => void = () => {};
+    const inFlight = getOrComputeWith(
+      cache,
+      'flying',
+      options,
+      () => new Promise<string>((resolve) => (finish = resolve)),
+    );
+    await invalidateTag(cache, 't');
+    finish('read before the invalidation');
+    expect(await inFlight).toBe('read before the invalidation');
+    expect(cache.get('before')).toBeUndefined();
+    expect(cache.get('flying')).toBeUndefined();
+  });
+
+  it('a fill of the millisecond of an invalidation heard from elsewhere (`at`) still reads as invalidated', () => {
+    const cache = createMemoryCache();
+    const now = Date.now();
+    cache.invalidateTags(['t'], now);
+    cache.set('f', entry('may have read old data', now, ['t']), { ttl: 60_000 });
+    expect(cache.get('f')).toBeUndefined();
+    // Nor does an own invalidation of another of its tags change that.
+    cache.invalidateTags(['u']);
+    cache.set('g', entry('may have read old data', now, ['t', 'u']), { ttl: 60_000 });
+    expect(cache.get('g')).toBeUndefined();
+  });
+
+  it('a fill that started in an earlier millisecond than the invalidation is refused, records past the clock or not', async () => {
+    const cache = createMemoryCache();
+    const earlier = Date.now();
+    vi.advanceTimersByTime(1);
+    await invalidateTag(cache, 't');
+    await setValue(cache, 'v', 'direct', { ttl: '1m', tags: ['t'] }); // dated past the clock
+    await invalidateTag(cache, 't'); // recorded at that date
+    cache.set('f', entry('started earlier', earlier, ['t']), { ttl: 60_000 });
+    expect(cache.get('f')).toBeUndefined();
+    // One that started in the invalidations' millisecond is dated past the record.
+    cache.set('g', entry('started after', Date.now(), ['t']), { ttl: 60_000 });
+    expect(cache.get('g')?.value).toBe('started after');
+    await invalidateTag(cache, 't');
+    expect(cache.get('g')).toBeUndefined();
+  });
+
+  it("fail-safe's re-arm keeps the entry's own date: it is not dated past an invalidation", () => {
+    const cache = createMemoryCache();
+    const now = Date.now();
+    const old = entry('old', now, ['t']);
+    cache.set('k', old, { ttl: 60_000 });
+    cache.invalidateTags(['t']);
+    expect(cache.set('k', { ...old, freshUntil: now + 1_000 }, { ttl: 60_000, renews: old })).toBe(true);
+    expect(cache.get('k')).toBeUndefined();
   });
 
   it('invalidate, setValue, invalidate, setValue... all in one millisecond: each read follows the last call', async () => {
