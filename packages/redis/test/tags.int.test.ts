@@ -259,4 +259,62 @@ describe('setValue and invalidateTag, ordered on Redis whatever the writers esti
     await invalidateTag(cache, 'tie-other');
     expect(await getValue(cache, 'tie')).toBeUndefined();
   });
+
+  it("a refill right after the cache's own invalidateTag is kept, though the filler's estimate runs 50 ms behind", async () => {
+    const writer = skewedCache(-50, 'refill-behind');
+    await getValue(writer, 'warm');
+    let fills = 0;
+    const fill = () => `v${++fills}`;
+    for (let n = 0; n < 5; n++) {
+      const options = { ttl: 60_000, tags: [`refill-${n}`] };
+      await getOrComputeWith(writer, `refill-${n}`, options, fill);
+      await invalidateTag(writer, `refill-${n}`);
+      const before = fills;
+      const refilled = await getOrComputeWith(writer, `refill-${n}`, options, fill);
+      // Kept: the next call is a hit, on every replica.
+      expect(await getOrComputeWith(writer, `refill-${n}`, options, fill)).toBe(refilled);
+      expect(await getValue(cache, `refill-${n}`)).toBe(refilled);
+      expect(fills).toBe(before + 1);
+    }
+  });
+
+  it('fresh caches: invalidateTag then a refill, the refill is read back (the first clock estimates lag most)', async () => {
+    for (let n = 0; n < 20; n++) {
+      const fresh = createRedisCache({ client, prefix, name: `fresh-${n}` });
+      await invalidateTag(fresh, `fresh-${n}`);
+      await getOrComputeWith(fresh, `fresh-${n}`, { ttl: 60_000, tags: [`fresh-${n}`] }, () => 'refilled');
+      expect(await getValue(fresh, `fresh-${n}`)).toBe('refilled');
+      await fresh.close();
+    }
+  });
+
+  it("another replica's later invalidation still hides a fill the cache's own invalidation would let through", async () => {
+    const writer = skewedCache(-50, 'own-then-other');
+    await getValue(writer, 'warm');
+    const startedBefore = Date.now() - 50; // on the writer's estimate of Redis's clock
+    await invalidateTag(writer, 'own-then-other');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await invalidateTag(cache, 'own-then-other');
+    const entry = {
+      value: 'read before the other invalidation',
+      createdAt: startedBefore,
+      freshUntil: Date.now() + 60_000,
+      staleUntil: Date.now() + 60_000,
+      tags: ['own-then-other'],
+    };
+    await writer.set('own-then-other', entry, { ttl: 60_000 });
+    expect(await getValue(writer, 'own-then-other')).toBeUndefined();
+    expect(await getValue(cache, 'own-then-other')).toBeUndefined();
+  });
+
+  it('a refill dated past its own invalidation in one millisecond of Redis is covered by the next invalidation', async () => {
+    // The tag's stamp a few ms past Redis's clock makes the own record (and so the refill's date)
+    // land past the clock: certainly "the same millisecond" for the next invalidation.
+    await client.set(`${prefix}{dated}:stamp`, String((await serverNow()) + 5), 'PX', 60_000);
+    await invalidateTag(cache, 'dated');
+    await getOrComputeWith(cache, 'dated', { ttl: 60_000, tags: ['dated'] }, () => 'refilled');
+    expect(await getValue(cache, 'dated')).toBe('refilled');
+    await invalidateTag(cache, 'dated');
+    expect(await getValue(cache, 'dated')).toBeUndefined();
+  });
 });
