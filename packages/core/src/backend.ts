@@ -252,7 +252,9 @@ export async function tryLockAndRead(
 
 /**
  * Writes `entry` and releases `lock` as `'filled'` in one step (`FillLock.commit`). A failing (or,
- * past {@link WRITE_GUARD_MS}, hanging) commit is reported as a `set` fault, and the lock is then
+ * past {@link WRITE_GUARD_MS}, hanging) commit is reported as a `set` fault, `failed` is called
+ * (the value was not written: its flight leaves the registry, so that nobody joins it while the
+ * release runs, which an adapter may retry until the lock would lapse), and the lock is then
  * released on its own (a no-op if the commit did land). Never rejects.
  */
 export async function commitEntry(
@@ -261,6 +263,7 @@ export async function commitEntry(
   lock: FillLock,
   entry: CacheEntry,
   options: CacheSetOptions,
+  failed?: () => void,
 ): Promise<void> {
   try {
     // biome-ignore lint/style/noNonNullAssertion: only called for locks that have the capability
@@ -276,6 +279,7 @@ export async function commitEntry(
   } catch (error) {
     reportBackendError(state.name, 'set', key, error);
   }
+  failed?.();
   await releaseLock(state, key, lock, 'filled');
 }
 

@@ -554,7 +554,7 @@ function holdLock(state: CacheState, flight: Flight, lock: FillLock, lockTtl: nu
     if (released) return writeEntry(state, key, entry, options.ttl);
     released = true;
     stopExtending();
-    return commitEntry(state, key, lock, entry, options);
+    return commitEntry(state, key, lock, entry, options, () => flight.detach());
   };
   return { release, commit };
 }

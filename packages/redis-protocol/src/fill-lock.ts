@@ -9,8 +9,12 @@ import { kindOf } from '@stampede/core/adapter';
 import { isPermissionError } from './access.js';
 import type { RedisProtocolContext } from './context.js';
 import { ANNOUNCED_VALUE_LIMIT, pxArgument, remoteKeys, type WriteGuardArgs } from './layout.js';
+import { retryRelease } from './release-retry.js';
 import { COMMIT_SCRIPT, EXTEND_SCRIPT, type LuaScript, RELEASE_SCRIPT } from './scripts.js';
 import { randomToken } from './web-crypto.js';
+
+// The lease of a handle made without one: the core's default `lockTtl`.
+const DEFAULT_LEASE_MS = 10_000;
 
 /**
  * What a lock handle needs to commit (write, release and announce in one script): only given where
@@ -41,18 +45,43 @@ export interface FillLockWriter {
  * compare-and-delete of the lock and the announcement in one script ({@link COMMIT_SCRIPT}); the
  * announcement carries the stored text up to {@link ANNOUNCED_VALUE_LIMIT} bytes, naming `token` as
  * its holder. A commit that fails leaves `release` usable.
+ *
+ * A release that fails on a fault (an error or a time-out; not a permission refusal) is reported
+ * once (`backend-error`, operation `release`) and sent again in the background ({@link
+ * retryRelease}) until it lands or the lock would have lapsed; `release` resolves only then, so
+ * `whenIdle` and `waitUntil` cover the retries (the fill's callers have their value already). A
+ * commit that fails is not sent again as a write: the core reports it (`set`) and calls `release`
+ * with `'filled'`, which frees the lock, retried like any release, and wakes the waiters, who read
+ * the key and fill it themselves if the write did not land. The lock is what holds the fleet up.
+ *
+ * @param lease the TTL the lock was granted with, in ms (default 10 000, the core's default
+ *   `lockTtl`): retries of a failed release stop once it would have lapsed; extensions push it on.
  */
 export function fillLockHandle(
   context: RedisProtocolContext,
   key: string,
   token: string,
   writer?: FillLockWriter,
+  lease = DEFAULT_LEASE_MS,
 ): FillLock {
   const { value, lock, channel } = remoteKeys(context.prefix, key);
   const { operations, runLockScript, access } = context;
   let released = false;
+  // When the lock has lapsed at the latest: the grant's answer came before now, so its TTL ran from
+  // earlier. Each extension moves it on.
+  let lapsesBy = Date.now() + lease;
+  // A release (or commit) that answered after its time-out landed all the same: retries would only
+  // repeat it.
+  let landedLate = false;
   const release = (announce: string): Promise<unknown> =>
-    operations.call('release', key, () => runLockScript(RELEASE_SCRIPT, [lock, channel], [token, announce]));
+    operations.call(
+      'release',
+      key,
+      () => runLockScript(RELEASE_SCRIPT, [lock, channel], [token, announce]),
+      () => {
+        landedLate = true;
+      },
+    );
   const releaseOnce = async (outcome: FillOutcome): Promise<void> => {
     const announce = access.publish ? outcome : '';
     try {
@@ -66,6 +95,21 @@ export function fillLockHandle(
       access.publishRefused(error);
     }
   };
+  const releaseOrRetry = async (outcome: FillOutcome): Promise<void> => {
+    try {
+      await releaseOnce(outcome);
+      return;
+    } catch (error) {
+      // A refusal is not transient: it is thrown as before (and warned of by the script runner).
+      if (isPermissionError(error)) throw error;
+      operations.report('release', key, error);
+    }
+    await retryRelease({
+      attempt: () => releaseOnce(outcome),
+      lapsesBy,
+      settled: () => landedLate || !access.scripts,
+    });
+  };
   const handle: FillLock = {
     async release(outcome: FillOutcome): Promise<void> {
       // Checked before anything is sent: a client's encoder may throw on a missing argument where
@@ -75,15 +119,27 @@ export function fillLockHandle(
       }
       if (released) return;
       released = true;
-      await operations.keepAlive(releaseOnce(outcome));
+      await operations.keepAlive(releaseOrRetry(outcome));
     },
     async extend(ttl: number): Promise<boolean> {
       if (released) return false;
-      const held = await operations.call('extend', key, () =>
-        // Where the lock lives with the values, a tombstone on the key is extended with it.
-        runLockScript(EXTEND_SCRIPT, writer === undefined ? [lock] : [lock, value], [token, pxArgument(ttl)]),
-      );
-      return Number(held) === 1;
+      let held: unknown;
+      try {
+        held = await operations.call('extend', key, () =>
+          // Where the lock lives with the values, a tombstone on the key is extended with it.
+          runLockScript(EXTEND_SCRIPT, writer === undefined ? [lock] : [lock, value], [
+            token,
+            pxArgument(ttl),
+          ]),
+        );
+      } catch (error) {
+        // It may have landed (a time-out): the lock may live that long.
+        lapsesBy = Math.max(lapsesBy, Date.now() + ttl);
+        throw error;
+      }
+      const extended = Number(held) === 1;
+      if (extended) lapsesBy = Math.max(lapsesBy, Date.now() + ttl);
+      return extended;
     },
   };
   if (writer === undefined) return handle;
@@ -91,21 +147,28 @@ export function fillLockHandle(
     const ready = writer.args(key, entry, options);
     const args = 'then' in ready ? await ready : ready;
     const run = (announce: string): Promise<unknown> =>
-      operations.call('commit', key, () =>
-        context.runScript(
-          COMMIT_SCRIPT,
-          [value, lock, channel],
-          [
-            args.text,
-            args.createdAt,
-            args.px,
-            args.direct ?? '',
-            token,
-            announce,
-            writer.tagPrefix,
-            String(ANNOUNCED_VALUE_LIMIT),
-          ],
-        ),
+      operations.call(
+        'commit',
+        key,
+        () =>
+          context.runScript(
+            COMMIT_SCRIPT,
+            [value, lock, channel],
+            [
+              args.text,
+              args.createdAt,
+              args.px,
+              args.direct ?? '',
+              token,
+              announce,
+              writer.tagPrefix,
+              String(ANNOUNCED_VALUE_LIMIT),
+            ],
+          ),
+        // Landed after its time-out: the lock went with it, so a release that then fails is not retried.
+        () => {
+          landedLate = true;
+        },
       );
     const announce = access.publish ? 'filled' : '';
     let wrote: unknown;
@@ -156,7 +219,7 @@ export async function acquireFillLock(
       }
     },
   );
-  return granted === 'OK' ? fillLockHandle(context, key, token, writer) : undefined;
+  return granted === 'OK' ? fillLockHandle(context, key, token, writer, ttl) : undefined;
 }
 
 /** What {@link acquireFillLockAndRead} found: the lock (or not), its holder, the stored text. */
@@ -197,7 +260,7 @@ export async function acquireFillLockAndRead(
   );
   const [, holder, stored] = Array.isArray(reply) ? (reply as unknown[]) : [];
   return {
-    lock: granted(reply) ? fillLockHandle(context, key, token, writer) : undefined,
+    lock: granted(reply) ? fillLockHandle(context, key, token, writer, ttl) : undefined,
     holder: typeof holder === 'string' && holder.length !== 0 ? holder : undefined,
     stored: stored ?? null,
   };
