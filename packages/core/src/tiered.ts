@@ -12,7 +12,7 @@ import { stillBefore } from './clock.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
-import { checkKnownKeys, kindOf } from './errors.js';
+import { checkKnownKeys, kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
 import { type CacheState, existingState } from './registry.js';
@@ -67,23 +67,32 @@ export interface TieredCache extends Cache {
   readonly remote: Cache;
   /**
    * A fresh L1 entry synchronously (no remote command); otherwise the remote's entry, kept in L1.
-   * When the remote read fails, an L1 copy still within its grace is returned instead.
+   * When the remote read fails, an L1 copy still within its grace is returned instead. While the
+   * bus has lost its subscription, every read asks the remote (L1 answers only when it fails).
    */
   get(key: string): MaybePromise<CacheEntry | undefined>;
   /**
    * Writes the remote cache, then L1 (the never-older rule applies on both), then tells the other
    * replicas to evict the key. Resolves `false` when the remote refused the write (the L1 copy is
-   * dropped then). When the remote write fails, L1 is written anyway and the error is rethrown.
+   * dropped then). When the remote write fails, L1 is written anyway and the error is rethrown. A
+   * direct write (`setValue`) the remote took whose bus message cannot be published rejects with a
+   * `CacheBusError` (`code` `'E_STAMPEDE_BUS_UNHEARD'`); a fill's write never fails for the bus.
    */
   set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
-  /** Deletes from the remote cache, then from L1, then tells the other replicas to evict the key. */
+  /**
+   * Deletes from the remote cache, then from L1, then tells the other replicas to evict the key;
+   * rejects with a `CacheBusError` (`code` `'E_STAMPEDE_BUS_UNHEARD'`) when the remote deleted it
+   * but the bus message cannot be published.
+   */
   delete(key: string): Promise<void>;
   /**
    * Present when the remote has `invalidateTags` (Redis, node-redis, Upstash): invalidates the tags
    * in the remote cache, then in L1, then tells the other replicas to invalidate them in their L1
    * (a local cache without `invalidateTags` is cleared instead). Rejects, invalidating nothing
-   * locally, when the remote fails. Call it through `invalidateTag(s)`, which also stops this
-   * process's fills in flight for tagged values from being written.
+   * locally, when the remote fails; rejects with a `CacheBusError` (`code`
+   * `'E_STAMPEDE_BUS_UNHEARD'`), the remote and L1 invalidated, when the bus message cannot be
+   * published. Call it through `invalidateTag(s)`, which also stops this process's fills in flight
+   * for tagged values from being written.
    */
   invalidateTags?(tags: readonly string[]): Promise<void>;
   /**
@@ -108,8 +117,12 @@ type Clearable = Cache & {
   invalidateTags?(tags: readonly string[], at?: number): MaybePromise<void>;
 };
 
-/** A remote read or write in flight; `evicted` turns true when the key is evicted meanwhile. */
+/** A remote read or write in flight. */
 interface Pending {
+  /**
+   * Set (never cleared) when the key is evicted while it runs, L1 is cleared, or the bus is lost or
+   * recovers: its result may predate a change, so it is not kept in L1.
+   */
   evicted: boolean;
   /** Tags invalidated while it ran: an entry carrying one of them is not kept in L1. */
   tags?: Set<string>;
@@ -143,6 +156,13 @@ const ACKNOWLEDGE = 'a';
  * being closed yet (or one of an older version, which does not answer) delays it this long.
  */
 export const BUS_ACK_TIMEOUT_MS = 1_000;
+/**
+ * The `code` of the error `invalidate`, `invalidateTag(s)`, `setValue` and a tiered cache's `delete`
+ * reject with when the remote took the change but its bus message could not be published (its
+ * `name` is `'CacheBusError'`, its `cause` the publish's error): the other replicas were not told,
+ * and their L1 copies may serve the old value until `localTtl`.
+ */
+export const BUS_ERROR_CODE = 'E_STAMPEDE_BUS_UNHEARD';
 
 function checkCache(value: unknown, name: string): asserts value is Cache {
   if (typeof value !== 'object' || value === null) {
@@ -185,17 +205,26 @@ const TIERED_OPTIONS: ReadonlySet<string> = new Set(['local', 'remote', 'name', 
  * With a remote that has an invalidation bus (`@stampede/redis`, `@stampede/node-redis` and
  * `@stampede/upstash` do), every write and delete, and so every `setValue`, `invalidate` and fill,
  * evicts the key from the other replicas' L1 (they read the remote again when next asked, they do
- * not re-read on the message). After the bus reconnects, L1 is cleared (messages may have been
- * missed), counted in `busRecoveries` and emitted as a `bus-recovery` event. Without a bus, a
- * replica may serve an L1 copy up to `localTtl` after another replica changed it.
+ * not re-read on the message). From the moment the bus reports its subscription lost until it is
+ * back, L1 serves no hit: every read asks the remote, and an L1 copy answers only when the remote
+ * fails (L2 down); what was in flight at the loss, and fills begun before it or before the
+ * recovery, leave no L1 copy. (Until the client notices its subscriber connection is gone, which
+ * for a killed connection is milliseconds but for a silent network partition may take until TCP
+ * gives up, L1 serves as usual: `localTtl` bounds that window.) After the bus reconnects, L1 is
+ * cleared (messages may have been missed), counted in `busRecoveries` and emitted as a
+ * `bus-recovery` event. Without a bus, a replica may serve an L1 copy up to `localTtl` after
+ * another replica changed it.
  *
  * `invalidate`, `invalidateTag(s)` and `setValue` resolve once every other replica that received
  * their message has applied it (each answers on the bus; Redis's `PUBLISH` says how many received
  * it): after they resolve, no live replica serves the old L1 copy. One that does not answer (gone
  * without its connection closed yet, or of an older version) delays the call
- * 1 s at most. A fill's write does not wait. Where this replica does not
- * hear the bus (Cloudflare Workers), or the bus does not count receivers, they resolve once the
- * message is published.
+ * 1 s at most, as does this replica's own lost subscription (it cannot hear the answers). A fill's
+ * write does not wait. Where this replica does not hear the bus (Cloudflare Workers), or the bus
+ * does not count receivers, they resolve once the message is published. When the message cannot
+ * be published (the bus's connection down or timing out), they reject with a `CacheBusError`
+ * (`code` `'E_STAMPEDE_BUS_UNHEARD'`, `cause` the publish's error) after the remote and this replica's
+ * L1 were changed: the other replicas may serve their copies until `localTtl`, so repeat the call.
  *
  * With a remote that can invalidate tags, so can the tiered cache: `invalidateTag(s)` invalidates
  * them in the remote, then in L1, then publishes them on the bus, and every other replica
@@ -204,7 +233,8 @@ const TIERED_OPTIONS: ReadonlySet<string> = new Set(['local', 'remote', 'name', 
  * tags invalidated by calls on this replica.
  *
  * The fill lock, push wake-up and serializer round trip are the remote's. When the remote is down,
- * fresh L1 entries are still served, stale ones within their grace serve stale-while-revalidate,
+ * fresh L1 entries are still served (once the remote read has failed, when the bus is lost with
+ * it, as a Redis that stops takes both), stale ones within their grace serve stale-while-revalidate,
  * misses fill locally (their writes still land in L1), and with `failSafe` an L1 copy past its grace
  * (within `localTtl` and `maxStale`) is the fallback of a fill that fails.
  *
@@ -336,16 +366,18 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     for (const key of [...tracked]) evictLocal(key);
   };
 
-  // Resolves with the bus's answer (how many received the message, when it tells), or undefined
-  // when it failed.
-  const publish = async (message: string, key: string | undefined): Promise<unknown> => {
-    if (bus === undefined) return undefined;
+  // Resolves with the bus's answer (how many received the message, when it tells), or with the
+  // failure (reported here, counted once) when the message could not be published.
+  const publish = async (
+    message: string,
+    key: string | undefined,
+  ): Promise<{ readonly receivers: unknown } | { readonly failure: unknown }> => {
+    if (bus === undefined) return { receivers: undefined };
     try {
-      return await bus.publish(message);
+      return { receivers: await bus.publish(message) };
     } catch (error) {
-      // The change itself landed; the other replicas' copies expire within localTtl.
       reportBackendError(name, 'publish', key, error);
-      return undefined;
+      return { failure: error };
     }
   };
   // Messages of this replica waiting for acknowledgements, by the origin field they were sent with:
@@ -358,10 +390,16 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // tiered caches answer behind it, and none behind its own.
   let receiver = origin;
   let sequence = 0;
-  // Publishes `<origin>|kind|body`; with `confirm`, resolves once every other replica that received
-  // it has applied it (acknowledged), or after BUS_ACK_TIMEOUT_MS. It can wait only while this
-  // replica hears the bus (the acknowledgements come on it) and when the backend tells how many
-  // subscribers received the message (Redis's PUBLISH does; this replica's own subscriber is one).
+  // Publishes `<origin>|kind|body`. With `confirm` (the caller's own change, which the remote
+  // accepted: `invalidate`, `invalidateTag(s)`, `setValue`), rejects when the message could not be
+  // published (the other replicas' copies stay until `localTtl`: the caller must know), and
+  // resolves once every other replica that received it has applied it (acknowledged), or after
+  // BUS_ACK_TIMEOUT_MS. It waits when the backend tells how many subscribers received the message
+  // (Redis's PUBLISH does; this replica's own subscriber is one while it listens). A replica that has
+  // lost its subscription cannot hear the acknowledgements: it waits BUS_ACK_TIMEOUT_MS when the
+  // message reached others, as for a replica that does not answer. One that has never listened
+  // (Cloudflare Workers) resolves once the message is published. A fill's write never waits, and
+  // never fails for the bus: its failure is counted, the other replicas' copies last `localTtl`.
   const send = async (
     kind: string,
     body: string,
@@ -369,8 +407,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     confirm: boolean,
   ): Promise<void> => {
     if (bus === undefined) return;
-    if (!confirm || !listening) {
-      await publish(`${origin}|${kind}|${body}`, key);
+    if (!confirm || (!listening && !deaf)) {
+      const published = await publish(`${origin}|${kind}|${body}`, key);
+      if (confirm && 'failure' in published) throw unheardChange(kind, body, published.failure);
       return;
     }
     const sender = `${origin}.${(++sequence).toString(36)}`;
@@ -381,11 +420,15 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     // Registered before publishing: an acknowledgement may come before PUBLISH's answer.
     const waiter = { heard: new Set<string>(), expected: Number.POSITIVE_INFINITY, done };
     awaiting.set(sender, waiter);
+    const counted = listening;
     try {
-      const receivers = await publish(`${sender}|${kind}|${body}`, key);
-      // Not told (a failed publish, a bus that does not count, a call that timed out): no wait.
-      if (typeof receivers !== 'number' || !listening) return;
-      waiter.expected = receivers - 1;
+      const published = await publish(`${sender}|${kind}|${body}`, key);
+      if ('failure' in published) throw unheardChange(kind, body, published.failure);
+      const receivers = published.receivers;
+      // A bus that does not count receivers, or a cache closed meanwhile: no wait.
+      if (typeof receivers !== 'number' || closed) return;
+      // This replica's own subscriber is among the receivers only while it listens.
+      waiter.expected = counted && listening ? receivers - 1 : receivers;
       if (waiter.heard.size >= waiter.expected) return;
       const timer = setTimeout(done, BUS_ACK_TIMEOUT_MS);
       (timer as { unref?: () => void }).unref?.();
@@ -394,6 +437,22 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     } finally {
       awaiting.delete(sender);
     }
+  };
+  // The rejection of a change the remote took but the other replicas were not told of.
+  const unheardChange = (kind: string, body: string, cause: unknown): Error => {
+    const what =
+      kind === EVICT_KEY
+        ? `key '${decodeTag(body)}'`
+        : `tags ${body
+            .split(',')
+            .map((tag) => `'${decodeTag(tag)}'`)
+            .join(', ')}`;
+    const error = new Error(
+      `tiered cache '${name}': the remote cache was changed (${what}), but the invalidation bus could not tell the other replicas (${messageOf(cause)}): their L1 copies may serve the old value for up to localTtl (${localTtl} ms). Repeat the call once the bus is back.`,
+      { cause },
+    );
+    error.name = 'CacheBusError';
+    return Object.assign(error, { code: BUS_ERROR_CODE });
   };
   const publishEviction = (key: string, confirm = false): Promise<void> =>
     send(EVICT_KEY, encodeTag(key), key, confirm);
@@ -493,24 +552,59 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   let acknowledged = false;
   // Whether this replica hears the bus now (between an acknowledgement and a loss).
   let listening = false;
+  // Whether the bus told this replica it lost its subscription, and has not told it is back since.
+  // Meanwhile another replica's change goes unheard: L1 answers only when the remote cannot (see
+  // `afterLocal`), and the core's hit path does not read it (see `LOCAL_TIER_KEY`).
+  let deaf = false;
+  // When the bus was last lost or recovered (`Date.now()`, -Infinity before): a write whose entry
+  // was created (a fill: started) at or before it may carry what the source held before a change
+  // this replica did not hear, so L1 does not keep it (the remote still stores it: it refuses one
+  // older than a delete, a tag invalidation or a newer entry).
+  let busResetAt = Number.NEGATIVE_INFINITY;
+  // Set when the core's state was denied `local` as its hit path's L1 while deaf (see
+  // `LOCAL_TIER_KEY`): it gets it back when the bus recovers.
+  let localTierWithheld = false;
+  // What was in flight when the bus was lost or came back may predate a change missed meanwhile
+  // (which keys it touched is unknown): reads and writes of the remote then are not kept in L1, and
+  // this process's fills and shared reads answer no caller arriving from now on. Their writes still
+  // go out, and the remote refuses one older than a delete, a tag invalidation or a newer entry.
+  const forgetInFlight = (): void => {
+    busResetAt = Date.now();
+    for (const set of pending.values()) for (const token of set) token.evicted = true;
+    supersedeHere((state) => {
+      state.reads.clear();
+      for (const flight of [...state.flights.values()]) flight.detach();
+    });
+  };
+  const onLost = (): void => {
+    if (closed) return;
+    listening = false;
+    deaf = true;
+    forgetInFlight();
+    const state = self === undefined ? undefined : existingState(self);
+    if (state?.localTier === local) {
+      state.localTier = undefined;
+      localTierWithheld = true;
+    }
+  };
   const onSubscribed = (id?: string): void => {
     // An id that could not travel in a message field is no id.
     receiver = typeof id === 'string' && id.length !== 0 && !/[|\r\n]/.test(id) ? id : origin;
     const recovery = acknowledged;
     acknowledged = true;
     listening = true;
+    deaf = false;
     // Copies taken before the subscription was acknowledged may have missed messages too; only a
     // reconnection counts as a recovery.
     clearLocal();
     if (!recovery) return;
-    // Likewise this process's fills and shared reads in flight: a change missed meanwhile may
-    // postdate them (which keys it touched is unknown). They answer no caller arriving from now on;
-    // their writes still go out, and the remote refuses one older than a delete, a tag invalidation
-    // or a newer entry.
-    supersedeHere((state) => {
-      state.reads.clear();
-      for (const flight of [...state.flights.values()]) flight.detach();
-    });
+    // Likewise what is in flight: a change missed meanwhile may postdate it.
+    forgetInFlight();
+    if (localTierWithheld && !closed && self !== undefined) {
+      const state = existingState(self);
+      if (state !== undefined) state.localTier = local;
+    }
+    localTierWithheld = false;
     counters.busRecoveries++;
     if (hasListeners()) emit({ type: 'bus-recovery', cache: name });
   };
@@ -519,9 +613,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   const unsubscribe = bus?.subscribe({
     message: onMessage,
     subscribed: onSubscribed,
-    lost: () => {
-      listening = false;
-    },
+    lost: onLost,
   });
 
   const readRemote = (key: string, copy: CacheEntry | undefined): MaybePromise<CacheEntry | undefined> => {
@@ -563,7 +655,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     copy: CacheEntry | undefined,
     pending?: true,
   ): MaybePromise<CacheEntry | undefined> => {
-    if (copy !== undefined && stillBefore(copy.freshUntil)) {
+    // Deaf to the bus, L1 may hold what another replica has changed since: the remote answers, and
+    // the copy only when the remote cannot.
+    if (copy !== undefined && !deaf && stillBefore(copy.freshUntil)) {
       counters.l1Hits++;
       // The entry as the remote has it: its own freshness decides early refreshes.
       const entry = originals.get(copy) ?? copy;
@@ -649,7 +743,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         failure = { error };
       }
       evictLocal(key);
-      await publishEviction(key, true);
+      // A failed remote delete changed nothing to tell: its own error stands.
+      await publishEviction(key, failure === undefined);
       if (failure !== undefined) throw failure.error;
     },
     close(closeOptions?: WhenIdleOptions) {
@@ -708,7 +803,12 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     if (others !== undefined) for (const other of others) other.evicted = true;
     // Refused by the remote (a newer entry or delete is there), or changed elsewhere meanwhile:
     // L1 must not keep this copy. A failed remote write still lands in L1 (the remote is down).
-    if (written === false || token.evicted || invalidatedDuring(token, entry)) {
+    if (
+      written === false ||
+      token.evicted ||
+      invalidatedDuring(token, entry) ||
+      !(entry.createdAt > busResetAt)
+    ) {
       evictLocal(key);
     } else {
       const carried = localCopy(entry);
@@ -728,8 +828,11 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       }
     }
     // A direct write (`setValue`) is the caller's own change: it waits for the other replicas as an
-    // invalidation does. A fill's write is not waited for (its callers have their value already).
-    await publishEviction(key, setOptions.direct === true);
+    // invalidation does (and fails when they could not be told). A fill's write is not waited for
+    // (its callers have their value already). A write that failed or was refused changed nothing
+    // to tell: its own error (or answer) stands.
+    const changed = failure === undefined && written !== false;
+    await publishEviction(key, setOptions.direct === true && changed);
     if (failure !== undefined) throw failure.error;
     return written !== false;
   };
@@ -809,8 +912,14 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     Object.assign(cache, { roundTrip });
   }
   // The core's hit path reads fresh L1 copies straight from `local` (see `CacheState.localTier`).
+  // Not while deaf to the bus: the state made then gets it when the bus recovers.
   Object.defineProperty(cache, LOCAL_TIER_KEY, {
-    get: () => (closed ? undefined : local),
+    get: () => {
+      if (closed) return undefined;
+      if (!deaf) return local;
+      localTierWithheld = true;
+      return undefined;
+    },
     enumerable: false,
   });
   Object.defineProperty(cache, TIER_ANSWERS_KEY, { value: answeredBy, enumerable: false });

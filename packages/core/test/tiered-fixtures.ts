@@ -102,6 +102,10 @@ export class RemoteStore {
   down = false;
   /** While true, `publish` answers how many subscribers received the message (as Redis does). */
   countsReceivers = false;
+  /** While true, `publish` throws (and delivers nothing); every other call works. */
+  publishFails = false;
+  /** Subscribers whose connection `drop` cut: they hear nothing and are not counted until `restore`. */
+  readonly dropped = new Set<CacheBusHandlers>();
 
   read(key: string): CacheEntry | undefined {
     const found = this.entries.get(key);
@@ -167,6 +171,30 @@ export class RemoteStore {
   /** ...and come back: every subscription is acknowledged again. */
   reconnect(): void {
     for (const handlers of this.subscribers) handlers.subscribed?.(this.connectionOf.get(handlers));
+  }
+
+  /**
+   * The subscriber connection of one remote cache drops (as `CLIENT KILL TYPE pubsub` of one
+   * replica): its subscribers are told `lost`, miss every message and are not counted by `publish`
+   * until `restore`. Its other calls still work.
+   */
+  drop(remote: Cache): void {
+    for (const handlers of [...this.subscribers]) {
+      if (this.owners.get(handlers) !== remote) continue;
+      this.subscribers.delete(handlers);
+      this.dropped.add(handlers);
+      handlers.lost?.();
+    }
+  }
+
+  /** ...and comes back: its subscriptions are acknowledged again. */
+  restore(remote: Cache): void {
+    for (const handlers of [...this.dropped]) {
+      if (this.owners.get(handlers) !== remote) continue;
+      this.dropped.delete(handlers);
+      this.subscribers.add(handlers);
+      handlers.subscribed?.(this.connectionOf.get(handlers));
+    }
   }
   /** The connection id a subscriber was told, for a remote that shares one (see `connection`). */
   readonly connectionOf = new Map<CacheBusHandlers, string | undefined>();
@@ -254,6 +282,7 @@ export function remoteCache(store: RemoteStore, options: RemoteCacheOptions = {}
         calls.publish++;
         log.push(`publish ${message.slice(message.indexOf('|') + 1)}`);
         check();
+        if (store.publishFails) throw new Error('publish timed out');
         const receivers = store.receiverCount();
         store.deliver(message);
         return store.countsReceivers ? receivers : undefined;

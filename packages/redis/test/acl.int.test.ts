@@ -263,8 +263,11 @@ describe('a Redis user without channels (the default for a new user on Redis 7)'
       getOrComputeWith(cache, 'bus-key', { ttl: 60_000 }, () => ++version);
     expect([await read(tieredA), await read(tieredB)]).toEqual([1, 1]);
     await written(tieredA, tieredB);
-    // B's local copy is not invalidated: the bus could not carry A's delete.
-    await invalidate(tieredA, 'bus-key');
+    // B's local copy is not invalidated: the bus could not carry A's delete, and A's call says so.
+    await expect(invalidate(tieredA, 'bus-key')).rejects.toMatchObject({
+      name: 'CacheBusError',
+      code: 'E_STAMPEDE_BUS_UNHEARD',
+    });
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await read(tieredB)).toBe(1);
     for (const cache of [a, b]) {
@@ -276,7 +279,7 @@ describe('a Redis user without channels (the default for a new user on Redis 7)'
     expect(busPublish).toHaveLength(1);
     expect(busPublish[0]?.message).toMatch(/NOPERM.*localTtl/);
     // Used on: still one warning of each kind.
-    await invalidate(tieredA, 'bus-key');
+    await expect(invalidate(tieredA, 'bus-key')).rejects.toMatchObject({ code: 'E_STAMPEDE_BUS_UNHEARD' });
     await herdOn([a, b], 'no-channels-again', { ttl: 60_000, distributedFillLock: true });
     expect(warningsOf(a.name).filter((w) => /SUBSCRIBE|invalidation bus/.test(w.message))).toHaveLength(2);
     await Promise.all([tieredA.close(), tieredB.close()]);
