@@ -5,6 +5,13 @@ import {
   publishedText,
   type Subscribe,
 } from './push-wake-up.js';
+import {
+  BUS_LIVENESS,
+  BUS_PING,
+  type LivenessOptions,
+  type LivenessWatch,
+  watchLiveness,
+} from './stream-liveness.js';
 
 type Publish = (channel: string, message: string) => Promise<unknown>;
 
@@ -14,20 +21,24 @@ const RETRY_MAX_MS = 5_000;
 
 /**
  * The invalidation bus on `channel` through `client`: PUBLISH over REST, and one server-sent-event
- * stream (`client.subscribe`) per subscriber, opened again after an error with a back-off (100 ms
- * doubling to 5 s). `undefined` for a client without `publish`.
+ * stream (`client.subscribe`) per subscriber, opened again with a back-off (100 ms doubling to 5 s)
+ * after its request fails or once it is found lost. `undefined` for a client without `publish`.
+ *
+ * `@upstash/redis` reports only a subscription whose request fails: a stream that breaks or ends
+ * after it opened is logged at most. So an acknowledged stream is checked (`liveness`, see
+ * {@link BUS_LIVENESS}): after a quiet interval the subscriber publishes a ping on `channel` and
+ * expects to hear it; one not heard in time is a lost stream (`lost`, then `subscribed` once it is
+ * open again, and the tiered cache clears its local copies). Pings never reach `message`.
  *
  * On Cloudflare Workers a stream belongs to the request that opened it, so `subscribe` listens to
- * nothing there (it never calls `subscribed`): a tiered cache on a worker still publishes its
- * evictions, and its own local copies are bounded by `localTtl` only. `@upstash/redis` reports a
- * subscription whose request fails (then the bus opens it again), not a stream that breaks or ends
- * after it opened (it only logs that): such a loss goes unnoticed, and `localTtl` bounds what is
- * missed.
+ * nothing there (it never calls `subscribed`, and sends no ping): a tiered cache on a worker still
+ * publishes its evictions, and its own local copies are bounded by `localTtl` only.
  */
 export function createUpstashBus(
   client: object,
   channel: string,
   operations: OperationRunner,
+  liveness: LivenessOptions = BUS_LIVENESS,
 ): CacheBus | undefined {
   const publish = (client as { publish?: unknown }).publish;
   const subscribe = (client as { subscribe?: unknown }).subscribe;
@@ -42,7 +53,10 @@ export function createUpstashBus(
     subscribe(handlers) {
       // Where a stream must not outlive the request that opened it (workerd), nothing listens.
       if (typeof subscribe !== 'function' || runsIsolatedRequests()) return () => {};
-      return listen(client, subscribe as Subscribe, channel, handlers);
+      // Not through `waitUntil`: nothing listens where requests are isolated, so nothing pings.
+      const ping = () =>
+        operations.call('publish', undefined, () => (publish as Publish).call(client, channel, BUS_PING));
+      return listen(client, subscribe as Subscribe, channel, handlers, ping, liveness);
     },
   };
 }
@@ -52,14 +66,22 @@ function listen(
   subscribe: Subscribe,
   channel: string,
   handlers: CacheBusHandlers,
+  ping: () => Promise<unknown>,
+  liveness: LivenessOptions,
 ): () => void {
   let stopped = false;
+  // The stream being opened or open; `undefined` while waiting to open one again.
   let current: BusSubscription | undefined;
+  // `current` was acknowledged: its loss is reported through `lost`.
   let acknowledged = false;
+  // The checks of `current`, from its acknowledgement until it is closed or lost.
+  let watch: LivenessWatch | undefined;
   let retryIn = RETRY_FIRST_MS;
   let timer: ReturnType<typeof setTimeout> | undefined;
 
   const close = (subscription: BusSubscription): void => {
+    watch?.stop();
+    watch = undefined;
     try {
       subscription.unsubscribe().catch(() => {});
     } catch {
@@ -71,6 +93,18 @@ function listen(
     timer = setTimeout(open, retryIn);
     (timer as { unref?: () => void }).unref?.();
     retryIn = Math.min(retryIn * 2, RETRY_MAX_MS);
+  };
+  // The request failed, or the stream stopped delivering: closed (a stream that only stalled is
+  // aborted), and a new one opened after the back-off.
+  const drop = (subscription: BusSubscription): void => {
+    if (stopped || current !== subscription) return;
+    current = undefined;
+    close(subscription);
+    if (acknowledged) {
+      acknowledged = false;
+      if (handlers.lost) callSafely(() => handlers.lost?.());
+    }
+    retry();
   };
   const open = (): void => {
     timer = undefined;
@@ -88,23 +122,17 @@ function listen(
       if (stopped || current !== subscription) return;
       acknowledged = true;
       retryIn = RETRY_FIRST_MS;
+      watch?.stop();
+      watch = watchLiveness(ping, () => drop(subscription), liveness);
       if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
     });
     subscription.on('message', (event) => {
       if (stopped || current !== subscription) return;
+      watch?.heard();
       const text = publishedText(channel, event);
-      if (text !== undefined) callSafely(() => handlers.message(text));
+      if (text !== undefined && text !== BUS_PING) callSafely(() => handlers.message(text));
     });
-    subscription.on('error', () => {
-      if (stopped || current !== subscription) return;
-      current = undefined;
-      close(subscription);
-      if (acknowledged) {
-        acknowledged = false;
-        if (handlers.lost) callSafely(() => handlers.lost?.());
-      }
-      retry();
-    });
+    subscription.on('error', () => drop(subscription));
   };
 
   open();

@@ -108,10 +108,11 @@ export interface UpstashCache extends RedisProtocolCacheMembers<UpstashClient> {
   /**
    * The invalidation bus of `createTieredCache`: PUBLISH on `<prefix>bus` (shared with ioredis and
    * node-redis caches on the same prefix), heard through `subscribe` (server-sent events, opened
-   * again after an error), both on the lock client (the client unless `lockClient` is given), where
-   * push wake-up listens too. `undefined` for a client without `publish`. On Cloudflare
-   * Workers it publishes but does not listen (a stream belongs to one request): there a tiered
-   * cache's local copies are bounded by its `localTtl`.
+   * again after an error, or once a ping it publishes after a quiet interval is not heard back: a
+   * stream that broke after it opened), both on the lock client (the client unless `lockClient` is
+   * given), where push wake-up listens too. `undefined` for a client without `publish`. On
+   * Cloudflare Workers it publishes but neither listens nor pings (a stream belongs to one
+   * request): there a tiered cache's local copies are bounded by its `localTtl`.
    */
   readonly bus: CacheBus | undefined;
 }

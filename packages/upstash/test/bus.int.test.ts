@@ -63,7 +63,8 @@ async function startProxy(
 
 describe('the Upstash invalidation bus', () => {
   // @upstash/redis reports a subscription whose request fails, not a stream that breaks after it
-  // opened (it only logs that): the bus retries the former; `localTtl` bounds the latter.
+  // opened (it only logs that): the bus retries the former; its pings find the latter
+  // (bus-restart.int.test.ts, bus-liveness.test.ts).
   it('opens a stream whose request failed again, with back-off, until it is acknowledged', async () => {
     const proxy = await startProxy(new URL(h.server.url));
     proxy.refuse = true;

@@ -1,0 +1,192 @@
+import { createOperationRunner } from '@stampede/redis-protocol';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createUpstashBus } from '../src/bus.js';
+import { UpstashCacheError } from '../src/errors.js';
+import { BUS_LIVENESS, BUS_PING } from '../src/stream-liveness.js';
+
+const CHANNEL = 'p:bus';
+const { interval, timeout } = BUS_LIVENESS;
+
+/** A stream of `@upstash/redis`'s `subscribe`, driven by the test. */
+class FakeStream {
+  readonly listeners = new Map<string, ((data: never) => void)[]>();
+  /** Delivers what is published (false: broken after it opened, as the client never tells). */
+  delivering = true;
+  closed = false;
+  on(type: string, listener: (data: never) => void): void {
+    this.listeners.set(type, [...(this.listeners.get(type) ?? []), listener]);
+  }
+  emit(type: string, data: unknown): void {
+    for (const listener of this.listeners.get(type) ?? []) listener(data as never);
+  }
+  async unsubscribe(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+/** A client whose PUBLISH reaches every open, delivering stream at once. */
+function fakeClient() {
+  const streams: FakeStream[] = [];
+  const published: string[] = [];
+  const client = {
+    refusePublish: false,
+    streams,
+    published,
+    subscribe(_channel: string) {
+      const stream = new FakeStream();
+      streams.push(stream);
+      return stream;
+    },
+    async publish(channel: string, message: string) {
+      if (client.refusePublish) throw new TypeError('fetch failed');
+      published.push(message);
+      const open = streams.filter((stream) => stream.delivering && !stream.closed);
+      for (const stream of open) stream.emit('message', { channel, message });
+      return open.length;
+    },
+  };
+  return client;
+}
+
+function createBus(client: object) {
+  const operations = createOperationRunner({
+    name: 'liveness-test',
+    label: 'upstash',
+    operationTimeout: 1_000,
+    createError: (...args: ConstructorParameters<typeof UpstashCacheError>) => new UpstashCacheError(...args),
+  });
+  const bus = createUpstashBus(client, CHANNEL, operations);
+  if (bus === undefined) throw new Error('no bus');
+  return bus;
+}
+
+function listen(client: ReturnType<typeof fakeClient>) {
+  const events: string[] = [];
+  const messages: string[] = [];
+  const stop = createBus(client).subscribe({
+    message: (text) => messages.push(text),
+    subscribed: () => events.push('subscribed'),
+    lost: () => events.push('lost'),
+  });
+  return { events, messages, stop };
+}
+
+const pings = (client: ReturnType<typeof fakeClient>) =>
+  client.published.filter((message) => message === BUS_PING).length;
+
+describe('the Upstash bus notices a stream that stopped delivering', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+    // Checks exactly `interval` apart (the random stretch is none).
+    vi.spyOn(Math, 'random').mockReturnValue(0);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
+
+  it('pings after a quiet interval only, and never while the bus carries messages', async () => {
+    const client = fakeClient();
+    const { events, stop } = listen(client);
+    client.streams[0]?.emit('subscribe', 1);
+    expect(events).toEqual(['subscribed']);
+    // Traffic on the bus (another replica's eviction) every 2 s: nothing to prove, no ping.
+    for (let elapsed = 0; elapsed < 60_000; elapsed += 2_000) {
+      await client.publish(CHANNEL, 'other|k|key');
+      await vi.advanceTimersByTimeAsync(2_000);
+    }
+    expect(pings(client)).toBe(0);
+    // Quiet: one ping on the check that finds nothing arrived, none on the check after it (the
+    // ping itself arrived), and one per two checks from then on.
+    await vi.advanceTimersByTimeAsync(2 * interval);
+    expect(pings(client)).toBe(1);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(pings(client)).toBe(1 + 60_000 / (2 * interval));
+    expect(events).toEqual(['subscribed']);
+    expect(client.streams).toHaveLength(1);
+    stop();
+  });
+
+  it('a ping not heard within the timeout: the stream is lost, closed and opened again', async () => {
+    const client = fakeClient();
+    const { events, messages, stop } = listen(client);
+    const first = client.streams[0] as FakeStream;
+    first.emit('subscribe', 1);
+    first.delivering = false; // broken after the acknowledgement: the client reports nothing
+    await vi.advanceTimersByTimeAsync(interval);
+    expect(pings(client)).toBe(1);
+    await vi.advanceTimersByTimeAsync(timeout - 1);
+    expect(events).toEqual(['subscribed']);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(events).toEqual(['subscribed', 'lost']);
+    expect(first.closed).toBe(true);
+    // Opened again after the first back-off step (100 ms).
+    expect(client.streams).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(client.streams).toHaveLength(2);
+    const second = client.streams[1] as FakeStream;
+    second.emit('subscribe', 1);
+    expect(events).toEqual(['subscribed', 'lost', 'subscribed']);
+    await client.publish(CHANNEL, 'other|k|after');
+    expect(messages).toEqual(['other|k|after']);
+    stop();
+    expect(second.closed).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('a message that arrives while a ping is out proves the stream alive', async () => {
+    const client = fakeClient();
+    const { events, stop } = listen(client);
+    const stream = client.streams[0] as FakeStream;
+    stream.emit('subscribe', 1);
+    stream.delivering = false;
+    await vi.advanceTimersByTimeAsync(interval);
+    expect(pings(client)).toBe(1);
+    // Late, but before the timeout: some message reaches the stream.
+    stream.emit('message', { channel: CHANNEL, message: BUS_PING });
+    await vi.advanceTimersByTimeAsync(timeout * 2);
+    expect(events).toEqual(['subscribed']);
+    stop();
+  });
+
+  it('pings reach no handler, the subscriber’s own or another replica’s', async () => {
+    const client = fakeClient();
+    const a = listen(client);
+    const b = listen(client);
+    for (const stream of client.streams) stream.emit('subscribe', 1);
+    await vi.advanceTimersByTimeAsync(4 * interval);
+    expect(pings(client)).toBeGreaterThan(0);
+    await client.publish(CHANNEL, 'origin|k|key');
+    expect(a.messages).toEqual(['origin|k|key']);
+    expect(b.messages).toEqual(['origin|k|key']);
+    a.stop();
+    b.stop();
+  });
+
+  it('a PUBLISH that fails tells nothing about the stream: it is kept, and the next check pings again', async () => {
+    const client = fakeClient();
+    const { events, stop } = listen(client);
+    client.streams[0]?.emit('subscribe', 1);
+    client.refusePublish = true;
+    await vi.advanceTimersByTimeAsync(10 * interval);
+    expect(events).toEqual(['subscribed']);
+    client.refusePublish = false;
+    await vi.advanceTimersByTimeAsync(interval);
+    expect(pings(client)).toBe(1);
+    expect(events).toEqual(['subscribed']);
+    expect(client.streams).toHaveLength(1);
+    stop();
+  });
+
+  it('checks nothing before the acknowledgement, and nothing after stop', async () => {
+    const client = fakeClient();
+    const { stop } = listen(client);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(client.published).toEqual([]);
+    client.streams[0]?.emit('subscribe', 1);
+    stop();
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(client.published).toEqual([]);
+  });
+});
