@@ -14,8 +14,10 @@ import type { CacheEntry } from './cache.js';
  * @returns `true` when `incoming` should be written over `stored`
  * @example
  * set(key, entry, options) {
- *   if (!shouldReplace(store.get(key), entry)) return;
+ *   // Refused: answer `false` (a tiered cache must not keep the write in its local copy).
+ *   if (!shouldReplace(store.get(key), entry)) return false;
  *   store.set(key, entry);
+ *   return true;
  * }
  */
 export function shouldReplace(stored: CacheEntry | undefined, incoming: CacheEntry): boolean {

@@ -23,7 +23,7 @@ import { type ConformanceOptions, checkOptions } from './options.js';
  * describeCacheConformance({
  *   name: 'memory',
  *   clock: 'fake',
- *   capabilities: { lock: false, extend: false, push: false, sync: true, roundTrip: false },
+ *   capabilities: { lock: false, extend: false, push: false, sync: true, roundTrip: false, tags: true },
  *   create: () => createMemoryCache({ max: 1_000 }),
  * });
  * ```

@@ -20,6 +20,33 @@ export function orderingCases(ctx: SuiteContext): void {
     expect((await cache.get('order'))?.value).toBe('newest');
   });
 
+  // Order is by createdAt (when the fill started) alone: a store that keeps whichever entry lives
+  // longest would keep an old value over a newer fill that chose a shorter TTL.
+  it('lets a newer write replace an older entry that lives longer (a shorter freshUntil and staleUntil)', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    await cache.set('shorter', entry('older, long-lived', now - 1_000, 3_600_000, 3_600_000), {
+      ttl: 7_200_000,
+    });
+    const newer = entry('newer, short-lived', now, 30_000, 1_000);
+    expect(await cache.set('shorter', newer, { ttl: 31_000 })).not.toBe(false);
+    expectRoundTrip(await cache.get('shorter'), newer, ctx.options.capabilities.serverClock);
+  });
+
+  it('refuses an older write that would live longer, and answers false', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    const newer = entry('newer, short-lived', now, 30_000, 1_000);
+    await cache.set('longer', newer, { ttl: 31_000 });
+    for (const [label, older] of [
+      ['an hour', entry('older, long-lived', now - 1_000, 3_600_000, 3_600_000)],
+      ['forever', entry('older, never expires', now - 1_000, undefined)],
+    ] as const) {
+      expect(await cache.set('longer', older, { ttl: undefined }), label).toBe(false);
+      expectRoundTrip(await cache.get('longer'), newer, ctx.options.capabilities.serverClock);
+    }
+  });
+
   it('gives a tie on createdAt to the write (a re-arm, or a setValue in the same millisecond)', async () => {
     const cache = ctx.cache();
     const now = Date.now();

@@ -23,6 +23,9 @@ export function storageCases(ctx: SuiteContext): void {
     expect(typeof cache.tryAcquireFillLockAndRead === 'function', 'lockAndRead').toBe(
       capabilities.lockAndRead ?? false,
     );
+    // Only alongside `onFillDone`: it says whether a listener added now would hear.
+    if (typeof cache.hearsFillDone === 'function')
+      expect(capabilities.push, 'hearsFillDone needs push').toBe(true);
     if (capabilities.lock) {
       const lock = await cache.tryAcquireFillLock?.('capabilities', 5_000);
       expect(lock).toBeDefined();
