@@ -21,6 +21,22 @@ function bit(text, fallback) {
   return text === '1' ? true : text === '0' ? false : undefined;
 }
 
+/** @param {string} name @param {string | undefined} text */
+const badBit = (name, text) => `${name} must be 0 or 1; got '${text}'`;
+
+/**
+ * `scope=local`: act on this replica only (what replicas ask of each other); absent: on every replica.
+ * @param {string | undefined} text
+ * @returns {'local' | 'fleet' | undefined} undefined when `text` is neither
+ */
+function scopeOf(text) {
+  if (text === undefined || text === '') return 'fleet';
+  return text === 'local' ? 'local' : undefined;
+}
+
+/** @param {string | undefined} text */
+const badScope = (text) => `scope must be local (this replica only) or absent (every replica); got '${text}'`;
+
 /**
  * @param {object} deps
  * @param {import('./config.mjs').Config} deps.config
@@ -30,11 +46,10 @@ function bit(text, fallback) {
  * @param {() => import('./metrics.mjs').Snapshot} deps.local
  * @param {ReturnType<import('./metrics.mjs').createPrometheus>} deps.prometheus
  * @param {string} deps.cacheDescription
+ * @param {import('./load-slot.mjs').LoadSlot} deps.loadSlot - one herd or steady load at a time, fleet-wide
  */
-export function createApp({ config, counter, db, fleet, local, prometheus, cacheDescription }) {
+export function createApp({ config, counter, db, fleet, local, prometheus, cacheDescription, loadSlot }) {
   const app = new Hono();
-  /** One load at a time (a herd or a steady run), so their counters never mix. */
-  let loadRunning = false;
   /** @type {import('./herd.mjs').HerdResult | undefined} */
   let lastHerd;
   const BAD_BITS = 'protect, lock and failsafe must be 0 or 1';
@@ -51,18 +66,25 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
   };
 
   /**
-   * Runs `load` unless another load is running (409).
+   * Runs `load` unless another herd or steady load is running anywhere in the fleet (409): each
+   * measures the whole fleet's counters, so two at once would count each other's requests.
    * @param {import('hono').Context} c
+   * @param {import('./load-slot.mjs').LoadKind} what
    * @param {() => Promise<unknown>} load
    */
-  const exclusive = async (c, load) => {
-    if (loadRunning)
-      return c.json({ error: 'a herd or steady load is already running; try again when it is done' }, 409);
-    loadRunning = true;
+  const exclusive = async (c, what, load) => {
+    const slot = await loadSlot.take(what);
+    if ('busy' in slot) {
+      const where = slot.busy.replica === 0 ? '' : ` on replica ${slot.busy.replica}`;
+      return c.json(
+        { error: `a ${slot.busy.what} is already running${where}; try again when it is done` },
+        409,
+      );
+    }
     try {
       return c.json(await load());
     } finally {
-      loadRunning = false;
+      slot.release();
     }
   };
 
@@ -121,19 +143,28 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
   });
 
   app.post('/api/invalidate', async (c) => {
-    const expire = c.req.query('expire') === '1';
+    const expire = bit(c.req.query('expire'), false);
+    if (expire === undefined) return c.json({ error: badBit('expire', c.req.query('expire')) }, 400);
+    const tag = bit(c.req.query('tag'), false);
+    if (tag === undefined) return c.json({ error: badBit('tag', c.req.query('tag')) }, 400);
+    const scope = scopeOf(c.req.query('scope'));
+    if (scope === undefined) return c.json({ error: badScope(c.req.query('scope')) }, 400);
     const steady = /** @type {import('./bookmarks.mjs').SteadyVariant | undefined} */ (c.req.query('steady'));
     if (steady !== undefined && !STEADY_VARIANTS.includes(steady)) {
       return c.json({ error: `steady must be one of ${STEADY_VARIANTS.join(', ')}; got '${steady}'` }, 400);
     }
+    // A tag invalidation drops every tagged key at once: neither expiring nor a single key applies.
+    if (tag && (expire || steady !== undefined)) {
+      return c.json({ error: 'tag=1 cannot be combined with expire=1 or steady' }, 400);
+    }
     /** @type {() => Promise<void>} */
     let action;
-    if (c.req.query('tag') === '1') action = () => counter.invalidateTagged();
+    if (tag) action = () => counter.invalidateTagged();
     else if (steady === undefined)
       action = expire ? () => counter.expireAll() : () => counter.invalidateAll();
     else action = expire ? () => counter.expireSteady(steady) : () => counter.invalidateSteady(steady);
-    const which = c.req.query('tag') === '1' ? '&tag=1' : steady === undefined ? '' : `&steady=${steady}`;
-    if (c.req.query('scope') === 'local') await action();
+    const which = tag ? '&tag=1' : steady === undefined ? '' : `&steady=${steady}`;
+    if (scope === 'local') await action();
     else if (expire) await expireEverywhere(which, action);
     else await fleet.everywhere(`/api/invalidate?scope=local${which}`, action);
     return c.json({ invalidated: true, replicas: fleet.urls().length });
@@ -147,7 +178,7 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     }
     const m = mode(c.req.query('protect'), c.req.query('lock'), c.req.query('failsafe'));
     if (m === undefined) return c.json({ error: BAD_BITS }, 400);
-    return exclusive(c, async () => {
+    return exclusive(c, 'herd', async () => {
       // During an outage the herd expires the count rather than deleting it, so that fail-safe has
       // the last good value to answer with (it never brings back an invalidated one).
       const how = db.stats().outage === 'off' ? 'invalidate' : 'expire';
@@ -184,7 +215,7 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     const m = mode('1', c.req.query('lock'), c.req.query('failsafe'));
     if (m === undefined) return c.json({ error: BAD_BITS }, 400);
     const steady = /** @type {import('./bookmarks.mjs').SteadyVariant} */ (variant);
-    return exclusive(c, () => {
+    return exclusive(c, 'steady load', () => {
       // As for a herd: during an outage the key is expired, not deleted, to leave fail-safe its value.
       const expire = db.stats().outage !== 'off';
       const reset = expire
@@ -202,8 +233,10 @@ export function createApp({ config, counter, db, fleet, local, prometheus, cache
     if (!OUTAGES.includes(/** @type {never} */ (outage))) {
       return c.json({ error: `mode must be one of ${OUTAGES.join(', ')}; got '${outage}'` }, 400);
     }
+    const scope = scopeOf(c.req.query('scope'));
+    if (scope === undefined) return c.json({ error: badScope(c.req.query('scope')) }, 400);
     const set = () => db.setOutage(/** @type {import('./db.mjs').Outage} */ (outage));
-    if (c.req.query('scope') === 'local') set();
+    if (scope === 'local') set();
     else await fleet.everywhere(`/api/outage?scope=local&mode=${outage}`, set);
     return c.json({ outage, replicas: fleet.urls().length });
   });

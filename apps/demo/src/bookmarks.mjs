@@ -52,7 +52,7 @@ export const steadyKey = (variant) => `bookmark_count:steady:${variant}`;
  * @property {(variant: SteadyVariant) => Promise<void>} expireSteady - as `expireAll`, for a steady load's key
  * @property {() => Promise<void>} invalidateTagged - `invalidateTag(cache, 'bookmarks')` alone (the update's second half)
  * @property {() => Promise<number>} update - adds a bookmark, invalidates every value tagged `bookmarks`; returns the new total
- * @property {() => { protected: number, unprotected: number, steady: number, lastServed: number | undefined }} requests
+ * @property {() => { protected: number, unprotected: number, steady: number, lastServed: number | null }} requests
  */
 
 /**
@@ -63,9 +63,12 @@ export const steadyKey = (variant) => `bookmark_count:steady:${variant}`;
  */
 export function createBookmarkCounter(cache, db, { ttl, swr }) {
   const requests = { protected: 0, unprotected: 0, steady: 0 };
-  /** The last count the protected path answered on this replica (what the fleet table shows). */
-  /** @type {number | undefined} */
-  let lastServed;
+  /**
+   * The last count the protected path answered on this replica (what the fleet table shows); null
+   * until it has answered once, so that /actuator/metrics always carries the field.
+   * @type {number | null}
+   */
+  let lastServed = null;
   const ttlValue = /** @type {import('@stampede/core').Duration} */ (ttl);
   const swrValue = /** @type {import('@stampede/core').Duration | undefined} */ (swr);
   const fill = () => db.countBookmarks();

@@ -15,7 +15,7 @@ export const HERD_MAX = 2000;
  * @property {string} cacheTtl - a Duration string ('30s') or milliseconds as a string
  * @property {string | undefined} cacheSwr - undefined when stale-while-revalidate is off
  * @property {string} localTtl - CACHE=redis: how long an L1 copy lives at most after it came from Redis
- * @property {boolean} lock - use the distributed fill lock (CACHE=redis only)
+ * @property {boolean} lock - use the distributed fill lock (always false without CACHE=redis)
  * @property {string} dataDir
  * @property {number} seedRows
  * @property {number} dbLatencyMs
@@ -101,7 +101,9 @@ export function loadConfig(env = process.env) {
     cacheTtl: duration(env, 'CACHE_TTL'),
     cacheSwr: Number.parseFloat(swr) === 0 ? undefined : swr,
     localTtl: positive(duration(env, 'LOCAL_TTL'), 'LOCAL_TTL'),
-    lock: cache === 'redis' && flag(env, 'LOCK'),
+    // Checked in every mode, like LOCAL_TTL, so a typo fails now rather than when CACHE=redis is
+    // added; without Redis there is no fill lock to use, and a valid value is ignored.
+    lock: flag(env, 'LOCK') && cache === 'redis',
     dataDir: env.DATA_DIR || DEFAULT_DATA_DIR,
     seedRows: integer(env, 'SEED_ROWS', 1, 10_000_000),
     dbLatencyMs: integer(env, 'DB_LATENCY_MS', 0, 60_000),

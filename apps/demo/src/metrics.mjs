@@ -10,8 +10,8 @@ import { Counter, Registry } from 'prom-client';
  * @property {Record<string, import('@stampede/core').StampedeStats>} caches - per cache name
  * @property {boolean} tiered - the cache is an L1 in front of Redis (`cache.l1Hits`, `l2Hits`, `busEvictions` and `busRecoveries` count)
  * @property {import('./db.mjs').DbStats} db
- * @property {{ protected: number, unprotected: number, steady: number, lastServed: number | undefined }} requests -
- *   /api/bookmarks/count calls, and the count the protected path last answered
+ * @property {{ protected: number, unprotected: number, steady: number, lastServed: number | null }} requests -
+ *   /api/bookmarks/count calls, and the count the protected path last answered (null before its first answer)
  */
 
 /**

@@ -5,6 +5,7 @@ import { createBookmarkCounter } from './bookmarks.mjs';
 import { openCache } from './cache.mjs';
 import { ensureSeeded, openDatabase } from './db.mjs';
 import { createFleet } from './fleet.mjs';
+import { localSlot, supervisedSlot } from './load-slot.mjs';
 import { createLog } from './log.mjs';
 import { createPrometheus, snapshot } from './metrics.mjs';
 
@@ -67,6 +68,7 @@ export async function runReplica(config) {
     local,
     prometheus,
     cacheDescription: cache.description,
+    loadSlot: supervised ? supervisedSlot(process, config.replicaId) : localSlot(),
   });
   const server = /** @type {import('node:http').Server} */ (createAdaptorServer({ fetch: app.fetch }));
 

@@ -1,9 +1,11 @@
 // Replica mode: the supervisor seeds the database, checks Redis, forks REPLICAS server processes
-// (ports PORT, PORT+1, ...), tells each where the others are, and stops them all on a signal.
+// (ports PORT, PORT+1, ...), tells each where the others are, keeps the fleet's one load slot (a
+// herd or a steady load at a time), and stops them all on a signal.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { connectRedis } from './cache.mjs';
 import { ensureSeeded } from './db.mjs';
+import { createSlotKeeper } from './load-slot.mjs';
 import { createLog } from './log.mjs';
 
 const ENTRY = fileURLToPath(new URL('./server.mjs', import.meta.url));
@@ -45,6 +47,8 @@ export async function runSupervisor(config) {
 
   const exits = [];
   const ready = [];
+  // One herd or steady load at a time in the whole fleet: the replicas ask here.
+  const loadSlot = createSlotKeeper();
   for (let id = 1; id <= config.replicas; id++) {
     const child = fork(ENTRY, [], {
       env: {
@@ -56,6 +60,7 @@ export async function runSupervisor(config) {
       stdio: 'inherit',
     });
     children.push(child);
+    loadSlot.serve(child);
     ready.push(
       new Promise((resolve) => {
         child.on('message', (/** @type {{ type?: string, url?: string }} */ message) => {

@@ -25,6 +25,14 @@ describe('the demo over HTTP', () => {
     expect(demo.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
   });
 
+  // Runs before any count is served (the tests in this file share one process, in order).
+  it('/actuator/metrics carries requests.lastServed as null until the protected path has answered', async () => {
+    const before = await json(`${demo.url}/actuator/metrics`);
+    expect(before.requests).toEqual({ protected: 0, unprotected: 0, steady: 0, lastServed: null });
+    await json(`${demo.url}/api/bookmarks/count?protect=0`);
+    expect((await json(`${demo.url}/actuator/metrics`)).requests.lastServed).toBeNull();
+  });
+
   it('counts the bookmarks, protected and unprotected', async () => {
     expect(await json(`${demo.url}/api/bookmarks/count`)).toMatchObject({ count: SEED_ROWS, protect: true });
     expect(await json(`${demo.url}/api/bookmarks/count?protect=0`)).toMatchObject({
@@ -65,6 +73,32 @@ describe('the demo over HTTP', () => {
       const response = await fetch(`${demo.url}/api/herd?${query}`, { method: 'POST' });
       expect(response.status, query).toBe(400);
       expect((await response.json()).error).toBeTypeOf('string');
+    }
+  });
+
+  it('refuses bad invalidate and outage parameters, naming the parameter', async () => {
+    for (const [query, name] of [
+      ['expire=2', 'expire'],
+      ['expire=yes', 'expire'],
+      ['tag=true', 'tag'],
+      ['tag=2&steady=plain', 'tag'],
+      ['scope=everywhere', 'scope'],
+      ['scope=LOCAL&expire=1', 'scope'],
+      ['steady=nope', 'steady'],
+      ['tag=1&expire=1', 'tag'],
+      ['tag=1&steady=plain', 'tag'],
+    ]) {
+      const response = await fetch(`${demo.url}/api/invalidate?${query}`, { method: 'POST' });
+      expect(response.status, query).toBe(400);
+      expect((await response.json()).error, query).toMatch(new RegExp(`^${name}\\b`));
+    }
+    const outage = await fetch(`${demo.url}/api/outage?mode=off&scope=all`, { method: 'POST' });
+    expect(outage.status).toBe(400);
+    expect((await outage.json()).error).toMatch(/^scope must be local/);
+    // The accepted values still work.
+    for (const query of ['', 'expire=0', 'expire=1', 'tag=1', 'tag=0&steady=plain', 'scope=local&expire=1']) {
+      const response = await fetch(`${demo.url}/api/invalidate?${query}`, { method: 'POST' });
+      expect(response.status, query).toBe(200);
     }
   });
 
@@ -161,6 +195,23 @@ describe('start-up failures', () => {
     const zero = await runToExit({ LOCAL_TTL: '0' });
     expect(zero.code).toBe(1);
     expect(zero.output).toMatch(/LOCAL_TTL must be more than 0; got '0ms'/);
+  });
+
+  it('checks LOCK in every mode, as LOCAL_TTL: a bad value exits 1, a good one is ignored without Redis', async () => {
+    for (const env of [{ LOCK: 'yes' }, { LOCK: 'yes', REPLICAS: '2' }, { LOCK: '2', CACHE: 'memory' }]) {
+      const { code, output } = await runToExit(env);
+      expect(code, JSON.stringify(env)).toBe(1);
+      expect(output).toMatch(new RegExp(`LOCK must be 0 or 1; got '${env.LOCK}'`));
+    }
+    const ignored = await startDemo({ LOCK: '0', DB_LATENCY_MS: '0' });
+    try {
+      expect(await json(`${ignored.url}/api/bookmarks/count?lock=1`)).toMatchObject({
+        count: SEED_ROWS,
+        lock: false,
+      });
+    } finally {
+      expect((await ignored.stop()).code).toBe(0);
+    }
   });
 });
 

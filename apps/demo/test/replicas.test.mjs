@@ -1,7 +1,8 @@
 // Replica mode against the local Redis: three server processes, each with a memory L1 in front of
 // Redis (a tiered cache), make one fill fleet-wide with the distributed fill lock, and an update on
-// one replica reaches every replica's L1 through the invalidation bus. Uses a random key prefix and
-// deletes only its own keys.
+// one replica reaches every replica's L1 through the invalidation bus; one herd or steady load runs
+// at a time in the whole fleet (also checked on a fleet of memory caches). Uses a random key prefix
+// and deletes only its own keys.
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -73,6 +74,51 @@ it('a 300-request herd spread across the replicas makes 1 fill fleet-wide with t
 
   // The replicas' own /actuator/metrics agree: one more fill in the whole fleet.
   expect((await fleetFills()) - before).toBe(1);
+});
+
+/**
+ * A steady load on replica 1, then a herd on replica 2 while it runs: the herd is refused (each
+ * measures the whole fleet's counters, so they must not overlap); once the load is over the herd runs.
+ * @param {string[]} urls
+ */
+async function oneLoadAtATime(urls) {
+  const running = json(`${urls[0]}/api/steady?variant=plain&rate=50&seconds=2`, { method: 'POST' });
+  running.catch(() => undefined); // awaited below; a failed check before must not leave it unhandled
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const herd = await fetch(`${urls[1]}/api/herd?n=30`, { method: 'POST' });
+  expect(herd.status).toBe(409);
+  expect((await herd.json()).error).toBe(
+    'a steady load is already running on replica 1; try again when it is done',
+  );
+  const steady = await fetch(`${urls[2] ?? urls[1]}/api/steady?seconds=1`, { method: 'POST' });
+  expect(steady.status).toBe(409);
+  const result = await running;
+  expect(result).toMatchObject({ n: 100, errors: 0 });
+  // The load's own numbers: its 100 requests, none of a herd's.
+  expect(result.cache.hits + result.cache.misses + result.cache.staleHits).toBe(100);
+  const after = await json(`${urls[1]}/api/herd?n=30`, { method: 'POST' });
+  expect(after).toMatchObject({ n: 30, errors: 0 });
+}
+
+it('one herd or steady load at a time in the whole fleet, whichever replica each is sent to', async () => {
+  if (fleet === undefined) throw new Error('set-up failed');
+  const urls = (await json(`${fleet.url}/api/fleet`)).replicas.map(
+    (/** @type {{ url: string }} */ r) => r.url,
+  );
+  await oneLoadAtATime(urls);
+});
+
+it('the same with replicas on memory caches (no Redis): the supervisor keeps the one slot', async () => {
+  const memory = await startDemo({ REPLICAS: '2', CACHE: 'memory', DB_LATENCY_MS: '20' });
+  try {
+    const urls = (await json(`${memory.url}/api/fleet`)).replicas.map(
+      (/** @type {{ url: string }} */ r) => r.url,
+    );
+    expect(urls).toHaveLength(2);
+    await oneLoadAtATime(urls);
+  } finally {
+    expect((await memory.stop()).code).toBe(0);
+  }
 });
 
 it('each replica exports Prometheus metrics labelled with its id', async () => {
