@@ -51,8 +51,15 @@ export const config = {
   },
   swr: {
     rounds: int('BENCH_SWR_ROUNDS', 5),
-    /** Rounds run first and not counted, so that every library is compiled before it is measured. */
-    warmupRounds: int('BENCH_SWR_WARMUP_ROUNDS', 3),
+    /**
+     * Rounds run first and not counted, so that every library is compiled before it is measured. A
+     * round's first miss and first stale burst take paths the fresh hits never did, and V8 throws
+     * away optimized code that meets one (stampede's `afterRead`, measured with --trace-deopt); it
+     * optimizes it again only after some thousands more calls, and a round holds a thousand stale
+     * reads: with 3 rounds, stampede's measured rounds still ran unoptimized code (--allow-natives-
+     * syntax, %GetOptimizationStatus), some 500 ns a read against 110 once optimized.
+     */
+    warmupRounds: int('BENCH_SWR_WARMUP_ROUNDS', 10),
     /**
      * Fresh hits each library serves on another key before the rounds, in bursts of `callers`: a
      * server has served many hits of its read path by the time a key expires, so its stale reads run
