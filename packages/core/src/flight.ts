@@ -149,6 +149,8 @@ export class Flight {
    * lock's release.
    */
   result: FlightResult | undefined = undefined;
+  /** Set once the flight has left its registry (it never enters it again). */
+  detached = false;
   /**
    * Set when the fill function is called (after the lock protocol): a flight given up before then
    * (`fillTimeout` during a lock wait) ran no fill, and emits no `fill` event.
@@ -265,7 +267,10 @@ export class Flight {
 
   /** Removes the flight from its registry, if it is still the one registered for its key. */
   detach(): void {
-    if (this.registry.get(this.key) === this) this.registry.delete(this.key);
+    if (this.registry.get(this.key) === this) {
+      this.registry.delete(this.key);
+      this.detached = true;
+    }
     // A settled flight's work (its write) is over once it leaves the registry.
     if (this.result !== undefined) this.stopPulse();
   }

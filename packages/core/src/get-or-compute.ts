@@ -21,8 +21,9 @@ import {
   ttlOnly,
 } from './options.js';
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
-import { shared } from './shared.js';
+import { CHANGE_COUNT, shared } from './shared.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
+import type { StampedeStats } from './stats.js';
 import { reportWarning } from './stats.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
@@ -143,14 +144,114 @@ function localTierHit(state: CacheState, tier: Cache, key: string): Promise<unkn
 // gets it at its first hit): every later hit of that entry returns the same promise, which costs
 // less than a new one, and awaiting a native promise allocates nothing more.
 function settledPromise(entry: CacheEntry): Promise<unknown> {
+  // Read first, on every hit: the first hit of a new entry then finds the optimized code ready for it.
+  const value = entry.value;
   const known = (entry as CacheEntry & { [SETTLED]?: Promise<unknown> })[SETTLED];
   if (known !== undefined) return known;
-  const promise = Promise.resolve(entry.value);
+  const promise = Promise.resolve(value);
   // A frozen or sealed entry keeps no promise: each of its hits makes one.
   if (!Object.isExtensible(entry)) return promise;
   if (SETTLED in entry) (entry as CacheEntry & { [SETTLED]?: Promise<unknown> })[SETTLED] = promise;
   else Object.defineProperty(entry, SETTLED, { value: promise, enumerable: false, writable: false });
   return promise;
+}
+
+/**
+ * A burst of stale reads during a refresh: the answer of the last `getOrComputeWith` call that read
+ * its key stale from a synchronous cache that counts its changes ({@link CHANGE_COUNT}) while the
+ * key's refresh ran. A later call in the same synchronous run, with the same cache, key and options
+ * object, gets the same answer without reading the cache again, as long as nothing could have
+ * changed it: the cache's change count is the one read before that read, the refresh is still in
+ * flight (not settled, not detached by an invalidation), and the coarse clock puts the end of the
+ * entry's grace more than its margin away. It is forgotten at the next microtask (so an options
+ * object changed between two ticks is read again), and kept only for calls without a `signal` or
+ * `checkValue`, on Node (not for an isolated runtime's flights). Every call still counts its stale
+ * hit. One object, reused: remembering allocates nothing.
+ */
+interface Burst {
+  cache: Cache | undefined;
+  key: string | undefined;
+  options: GetOrComputeOptions | undefined;
+  counters: StampedeStats | undefined;
+  flight: Flight | undefined;
+  changes: number;
+  staleUntil: number;
+  promise: Promise<unknown> | undefined;
+}
+
+const burst: Burst = {
+  cache: undefined,
+  key: undefined,
+  options: undefined,
+  counters: undefined,
+  flight: undefined,
+  changes: 0,
+  staleUntil: 0,
+  promise: undefined,
+};
+
+// What afterRead served stale, synchronously, during a refresh (read by getOrComputeWith right
+// after: see `burst`).
+let servedEntry: CacheEntry | undefined;
+let servedFlight: Flight | undefined;
+
+type Counted = Cache & { readonly [CHANGE_COUNT]?: unknown };
+
+function endBurst(): void {
+  burst.cache = undefined;
+  burst.key = undefined;
+  burst.options = undefined;
+  burst.counters = undefined;
+  burst.flight = undefined;
+  burst.promise = undefined;
+}
+
+/** Whether the remembered answer is still what a read would give (see {@link Burst}). */
+function burstHolds(b: Burst): boolean {
+  const flight = b.flight as Flight;
+  return (
+    (b.cache as Counted)[CHANGE_COUNT] === b.changes &&
+    flight.result === undefined &&
+    !flight.detached &&
+    b.staleUntil - coarseNow() > COARSE_MARGIN_MS
+  );
+}
+
+/** Remembers the stale read afterRead just served (see {@link Burst}). */
+function rememberBurst(
+  cache: Cache,
+  key: string,
+  options: GetOrComputeOptions,
+  state: CacheState,
+  changes: unknown,
+): void {
+  const entry = servedEntry as CacheEntry;
+  const flight = servedFlight;
+  servedEntry = undefined;
+  servedFlight = undefined;
+  if (typeof changes !== 'number') return;
+  if (burst.cache === undefined) queueMicrotask(endBurst);
+  burst.cache = cache;
+  burst.key = key;
+  burst.options = options;
+  burst.counters = state.counters;
+  burst.flight = flight;
+  burst.changes = changes;
+  burst.staleUntil = entry.staleUntil;
+  burst.promise = settledPromise(entry);
+}
+
+/** Notes a stale read served during `flight` for {@link rememberBurst}, when it may be remembered. */
+function servedDuring(entry: CacheEntry, flight: Flight | undefined, options: ResolvedOptions): void {
+  if (
+    flight !== undefined &&
+    flight.heartbeat === undefined &&
+    options.signal === undefined &&
+    options.check === undefined
+  ) {
+    servedEntry = entry;
+    servedFlight = flight;
+  }
 }
 
 // The last string ttl that parsed: a call with the same literal skips the parser.
@@ -247,6 +348,17 @@ export function getOrComputeWith<T>(
   options: GetOrComputeOptions,
   fill: (context: FillContext) => T | Promise<T>,
 ): Promise<T> {
+  const b = burst;
+  if (
+    b.cache === cache &&
+    b.key === key &&
+    b.options === options &&
+    typeof fill === 'function' &&
+    burstHolds(b)
+  ) {
+    (b.counters as StampedeStats).staleHits++;
+    return b.promise as Promise<T>;
+  }
   let state: CacheState;
   let resolved: ResolvedOptions;
   try {
@@ -262,12 +374,21 @@ export function getOrComputeWith<T>(
     state.counters.abortedReads++;
     return Promise.reject(abortReason(signal));
   }
-  if (state.flights.size !== 0 && resolved.grace === 0) {
+  // `grace` first: read on every call, it has type feedback by the time the hit path is optimized,
+  // so the first call made while a fill is in flight does not throw that code away (a deopt, then
+  // some thousands of calls in slower code: measured at a key's first expiry after warm-up).
+  if (resolved.grace === 0 && state.flights.size !== 0) {
     const flight = liveFlight(state.flights, key);
     if (flight !== undefined && !flight.background && !silentUnproven(flight))
       return coalesce(state, flight, resolved) as Promise<T>;
   }
-  return readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
+  // Read before the cache is: a change made during this call (a fill's synchronous part) then
+  // shows (see `burst`).
+  const changes = (cache as Counted)[CHANGE_COUNT];
+  servedFlight = undefined;
+  const answer = readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
+  if (servedFlight !== undefined) rememberBurst(cache, key, options, state, changes);
+  return answer;
 }
 
 /** {@link checkedEntry} of a read that may still be pending. */
@@ -358,6 +479,7 @@ function afterRead(
           const flight = state.flights.get(key);
           if (flight !== undefined && flight.startedAt >= freshUntil) {
             counters.staleHits++;
+            servedDuring(entry, flight, options);
             return settledPromise(entry);
           }
         }
@@ -375,9 +497,13 @@ function afterRead(
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
       const running = liveFlight(state.flights, key);
-      if (running === undefined) refreshInBackground(state, key, options, fill, entry);
+      if (running === undefined) {
+        refreshInBackground(state, key, options, fill, entry);
+        servedDuring(entry, state.flights.get(key), options);
+      }
       // A refresh silent without proof (isolated runtimes): a timer turn tells a later read.
       else if (silentUnproven(running)) void timerTurn(running);
+      else servedDuring(entry, running, options);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);
