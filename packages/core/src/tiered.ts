@@ -559,7 +559,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // When the bus was last lost or recovered (`Date.now()`, -Infinity before): a write whose entry
   // was created (a fill: started) at or before it may carry what the source held before a change
   // this replica did not hear, so L1 does not keep it (the remote still stores it: it refuses one
-  // older than a delete, a tag invalidation or a newer entry).
+  // older than a delete or a newer entry, and reads one older than a tag invalidation as a miss).
   let busResetAt = Number.NEGATIVE_INFINITY;
   // Set when the core's state was denied `local` as its hit path's L1 while deaf (see
   // `LOCAL_TIER_KEY`): it gets it back when the bus recovers.
@@ -567,7 +567,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // What was in flight when the bus was lost or came back may predate a change missed meanwhile
   // (which keys it touched is unknown): reads and writes of the remote then are not kept in L1, and
   // this process's fills and shared reads answer no caller arriving from now on. Their writes still
-  // go out, and the remote refuses one older than a delete, a tag invalidation or a newer entry.
+  // go out: the remote refuses one older than a delete or a newer entry, and reads one older than a
+  // tag invalidation as a miss.
   const forgetInFlight = (): void => {
     busResetAt = Date.now();
     for (const set of pending.values()) for (const token of set) token.evicted = true;
