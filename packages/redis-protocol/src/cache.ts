@@ -198,31 +198,6 @@ export function createRedisProtocolCache(
       return undefined;
     }
   };
-  // The latest record (server ms) of each tag this cache invalidated itself, recently: the core
-  // stops this cache's fills in flight at its own invalidation, so a fill of a tag it writes later
-  // started after that record, whatever its estimated `createdAt` says, and the write script dates
-  // it past the record (a refill right after `invalidateTag` is kept). Only the last
-  // OWN_RECORDS_KEPT tags: one forgotten costs at most one more fill.
-  const ownRecords = new Map<string, number>();
-  const recordOwn = (tag: string, record: unknown): void => {
-    const at = Number(record);
-    if (!Number.isFinite(at)) return;
-    ownRecords.delete(tag);
-    ownRecords.set(tag, at);
-    if (ownRecords.size > OWN_RECORDS_KEPT) {
-      const oldest = ownRecords.keys().next();
-      if (oldest.done !== true) ownRecords.delete(oldest.value);
-    }
-  };
-  const followsOwn = (tags: readonly string[] | undefined): number | undefined => {
-    if (tags === undefined || tagPrefix === '' || ownRecords.size === 0) return undefined;
-    let latest: number | undefined;
-    for (const tag of tags) {
-      const at = ownRecords.get(tag);
-      if (at !== undefined && !(latest !== undefined && latest >= at)) latest = at;
-    }
-    return latest;
-  };
   // The write guard's arguments for `entry`, its times on the server's clock `offset`.
   const encodeWrite = (
     key: string,
@@ -231,8 +206,7 @@ export function createRedisProtocolCache(
     offset: number,
   ): WriteGuardArgs => {
     try {
-      const follows = direct === true || renews !== undefined ? undefined : followsOwn(entry.tags);
-      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct, renews, follows });
+      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct, renews });
     } catch (cause) {
       const error = createError(
         'E_STAMPEDE_BACKEND_ENCODE',
@@ -312,7 +286,7 @@ export function createRedisProtocolCache(
           runScript(
             WRITE_SCRIPT,
             [remoteKeys(prefix, key).value],
-            [text, createdAt, px, args.direct ?? args.follows ?? '', tagPrefix],
+            [text, createdAt, px, args.direct ?? '', tagPrefix],
           ),
         ),
       );
@@ -382,15 +356,12 @@ export function createRedisProtocolCache(
       // with its stamp key (same slot): the record covers a `setValue` dated past Redis's time.
       await operations.keepAlive(
         Promise.all(
-          tags.map(async (tag) =>
-            recordOwn(
-              tag,
-              await operations.call('tags', undefined, () =>
-                runScript(
-                  INVALIDATE_TAGS_SCRIPT,
-                  [tagKey(prefix, tag), tagStampKey(prefix, tag)],
-                  [serverNow()],
-                ),
+          tags.map((tag) =>
+            operations.call('tags', undefined, () =>
+              runScript(
+                INVALIDATE_TAGS_SCRIPT,
+                [tagKey(prefix, tag), tagStampKey(prefix, tag)],
+                [serverNow()],
               ),
             ),
           ),
@@ -409,9 +380,6 @@ export function createRedisProtocolCache(
     },
   };
 }
-
-// How many tags' own invalidation records a cache keeps (see `ownRecords`).
-const OWN_RECORDS_KEPT = 1024;
 
 // The header of a tagged envelope (`s1t|` or `s2t|`, with a `delta`): its createdAt (server clock)
 // and its encoded tags.

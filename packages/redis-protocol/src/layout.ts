@@ -205,13 +205,6 @@ export interface WriteGuardArgs {
   readonly px: string;
   /** `'1'` for a direct write (it replaces a tombstone whatever its time), else `''`. */
   readonly direct?: string | undefined;
-  /**
-   * For a fill's write (not direct): the latest invalidation record, whole ms of the server's clock,
-   * of one of the entry's tags that this writer made itself (it stopped its own fills in flight
-   * then, so this one started after it). Sent in ARGV[4] where `direct` is absent: the script dates
-   * the fill just past records up to this time (see {@link WRITE_GUARD_LUA}). Else absent.
-   */
-  readonly follows?: string | undefined;
 }
 
 /**
@@ -243,11 +236,6 @@ export interface RemoteWriteOptions {
   readonly now?: number | undefined;
   /** A direct write (`CacheSetOptions.direct`): it replaces a tombstone whatever its time. @default false */
   readonly direct?: boolean | undefined;
-  /**
-   * For a fill (not direct, not a re-arm) of a tagged entry: the latest invalidation record of one
-   * of its tags this writer made itself, server ms ({@link WriteGuardArgs.follows}). @default undefined
-   */
-  readonly follows?: number | undefined;
   /**
    * The entry this write renews (`CacheSetOptions.renews`): when it was decoded by
    * {@link decodeStored} and shares `entry`'s `createdAt`, that `createdAt` is stored exactly as it
@@ -281,15 +269,7 @@ export function remoteWriteArgs(
   const text = encodeEnvelope(onServer, options.serializer);
   const createdAt = integerText(onServer.createdAt);
   const now = options.now ?? Date.now();
-  const direct =
-    options.direct === true
-      ? { direct: '1' }
-      : options.follows !== undefined &&
-          entry.tags !== undefined &&
-          options.renews === undefined &&
-          options.follows >= onServer.createdAt
-        ? { follows: integerText(options.follows) }
-        : {};
+  const direct = options.direct === true ? { direct: '1' } : {};
   if ((ttl !== undefined && !(ttl > 0)) || entry.staleUntil <= now) {
     return { text: '', createdAt, px: pxArgument(options.tombstoneTtl), ...direct };
   }
@@ -351,30 +331,6 @@ if stamped then
   end
   text = string.sub(text, 1, 4) .. string.format('%.0f', now) .. string.sub(text, 5 + #stamped)
 end
-local follows = ARGV[4] ~= '1' and tonumber(ARGV[4])
-local created = follows and string.match(text, '^s[12]t|(%-?%d+)|')
-if created and (ARGV[${prefixArgv}] or '') ~= '' then
-  local prefix = ARGV[${prefixArgv}]
-  local tags = string.match(text, '^s1t|%-?%d+|%d*|%d*|([^|]*)|')
-    or string.match(text, '^s2t|%-?%d+|%d*|%d*|%d+|([^|]*)|') or ''
-  local stamp = tonumber(created)
-  local later = false
-  for enc in string.gmatch(tags, '[^,]+') do
-    local at = tonumber(redis.call('GET', prefix .. '{' .. enc .. '}:tag'))
-    if at and at >= stamp then
-      if at <= follows then stamp = at + 1 else later = true end
-    end
-  end
-  if not later and stamp > tonumber(created) then
-    local s = string.format('%.0f', stamp)
-    for enc in string.gmatch(tags, '[^,]+') do
-      local k = prefix .. '{' .. enc .. '}:stamp'
-      local w = tonumber(redis.call('GET', k))
-      if not w or w < stamp then redis.call('SET', k, s, 'PX', 60000) end
-    end
-    text = string.sub(text, 1, 4) .. s .. string.sub(text, 5 + #created)
-  end
-end
 if text == '' then
   redis.call('SET', KEYS[1], 't|' .. ARGV[2], 'PX', ARGV[3])
 elseif ARGV[3] == '' then
@@ -405,14 +361,6 @@ return 1
  * {@link tagStampKey} so that the next invalidation of any of them covers it
  * ({@link INVALIDATE_TAGS_LUA}). Without ARGV[5] it keeps `TIME`: a value set in the millisecond of
  * an invalidation then reads as invalidated (a miss, never an invalidated value served).
- *
- * A fill's write may instead carry in ARGV[4] the latest record of its tags' invalidations that its
- * writer made itself ({@link WriteGuardArgs.follows}): its core stopped every fill in flight at those
- * invalidations, so this fill started after them, however its `createdAt` (an estimate never ahead
- * of the server's clock) compares with them. With ARGV[5] given, a fill whose tags were recorded at
- * or after its `createdAt` only by records up to that time is dated just past them (and stamped, as
- * above); any later record (another replica's invalidation, which may have come after its start)
- * leaves it as it is, invalidated. So a refill right after `invalidateTag` is kept.
  *
  * Only a well-formed header of an envelope version this release reads (`s1|` without `delta`, `s2|`
  * with it, and their tagged forms `s1t|`, `s2t|`) counts as an entry: anything else stored there (garbage, another version) reads as a
@@ -478,21 +426,18 @@ export const NO_WRITES = '#!lua flags=no-writes\n';
  * be left out); ARGV[1] the caller's estimate of the server's time in ms, used only when `TIME` is
  * refused. Records Redis's time (ms) as each tag's invalidation time, or the tag's stamp when that
  * is later (a direct write dated past Redis's time, see {@link WRITE_GUARD_LUA}: the record must
- * cover it), never moving one back; returns the latest time it recorded (Redis's time, or a later
- * stamp). Entries are compared with it on read.
+ * cover it), never moving one back; returns Redis's time. Entries are compared with it on read.
  */
 export const INVALIDATE_TAGS_LUA = `
 ${serverTimeOr(1)}
-local latest = now
 for i = 1, #KEYS, 2 do
   local record = now
   local stamp = KEYS[i + 1] and tonumber(redis.call('GET', KEYS[i + 1]))
   if stamp and stamp > record then record = stamp end
   local at = tonumber(redis.call('GET', KEYS[i]))
   if not at or at < record then redis.call('SET', KEYS[i], string.format('%.0f', record)) end
-  if record > latest then latest = record end
 end
-return string.format('%.0f', latest)
+return string.format('%.0f', now)
 `.trim();
 
 /** Lua, no keys: the Redis server's time in whole ms (an integer reply). */
