@@ -183,9 +183,12 @@ export function writeEntry(
   entry: CacheEntry,
   ttl: number | undefined,
   renews?: CacheEntry,
+  afterInvalidations?: true,
 ): Promise<void> | undefined {
   try {
-    const written = state.cache.set(key, entry, renews === undefined ? { ttl } : { ttl, renews });
+    const options: CacheSetOptions =
+      renews !== undefined ? { ttl, renews } : afterInvalidations ? { ttl, afterInvalidations } : { ttl };
+    const written = state.cache.set(key, entry, options);
     if (isThenable(written)) {
       return raceTimeout(
         Promise.resolve(written),

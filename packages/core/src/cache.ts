@@ -61,6 +61,16 @@ export interface CacheSetOptions {
    * @default undefined
    */
   readonly renews?: CacheEntry | undefined;
+  /**
+   * True for a fill's write whose fill started after every invalidation of the entry's tags this
+   * process had made (`invalidateTag(s)` through any cache object): it read nothing older than them.
+   * A cache that can tell the invalidations its own process made from those heard from elsewhere
+   * may then date the entry just past their records, even in their millisecond (the memory cache
+   * does, so that `invalidateTag` then a refill costs one fill). Never true for a direct write or a
+   * re-arm. A cache shared by processes must not treat a record another process made this way.
+   * @default undefined
+   */
+  readonly afterInvalidations?: boolean | undefined;
 }
 
 /** How a fill under a distributed lock ended, told to the lock on release. */

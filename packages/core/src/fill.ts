@@ -22,6 +22,7 @@ import { acquireOrWait, type WaitHint } from './lock-wait.js';
 import type { FillContext, ResolvedOptions } from './options.js';
 import type { CacheState } from './registry.js';
 import { reportWarning } from './stats.js';
+import { startedAfterInvalidations } from './tags.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** A fill function as the core calls it. */
@@ -197,7 +198,16 @@ function deliverFilled(
   if (value !== undefined && !flight.invalidated) {
     const entry = entryFor(value, flight.startedAt, options, delta);
     const ttl = physicalTtl(options);
-    pending = commit === undefined ? writeEntry(state, flight.key, entry, ttl) : commit(entry, { ttl });
+    // A fill that started after every invalidation of its tags this process made says so: an
+    // in-process cache then keeps it even in their millisecond (see CacheSetOptions).
+    const after =
+      entry.tags !== undefined && startedAfterInvalidations(entry.tags, flight.invalidationsBefore)
+        ? true
+        : undefined;
+    pending =
+      commit === undefined
+        ? writeEntry(state, flight.key, entry, ttl, undefined, after)
+        : commit(entry, after === undefined ? { ttl } : { ttl, afterInvalidations: after });
   }
   if (flight.background) {
     const finish = (): void => {

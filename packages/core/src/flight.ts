@@ -2,7 +2,7 @@ import { abortReason, onAbort } from './abort.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { HEARTBEAT_MS, SILENT_FLIGHT_MS } from './isolated-flights.js';
-import { type FillFrame, isolatedRequests } from './shared.js';
+import { type FillFrame, invalidations, isolatedRequests } from './shared.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
 /** How a fill ended for its callers. */
@@ -151,6 +151,8 @@ export class Flight {
   result: FlightResult | undefined = undefined;
   /** Set once the flight has left its registry (it never enters it again). */
   detached = false;
+  /** How many tag invalidations this process had made when the flight started (`tags.ts`). */
+  readonly invalidationsBefore: number;
   /**
    * Set when the fill function is called (after the lock protocol): a flight given up before then
    * (`fillTimeout` during a lock wait) ran no fill, and emits no `fill` event.
@@ -235,6 +237,7 @@ export class Flight {
     this.fallback = options.fallback;
     this.rescue = options.rescue;
     this.startedAt = Date.now();
+    this.invalidationsBefore = invalidations().seq;
     this.tags = options.tags;
     this.registry.set(this.key, this);
     const limit = options.fillTimeout;

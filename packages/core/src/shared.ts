@@ -86,6 +86,24 @@ export interface Shared {
    * creates it.
    */
   localTiers?: WeakMap<object, { readonly name: string }>;
+  /**
+   * This process's tag invalidations in call order (`tags.ts`): `seq` counts them, `byTag` holds the
+   * number of each tag's latest (the last {@link INVALIDATIONS_KEPT} tags; one pushed out raises
+   * `floor` to its number). A flight notes `seq` when it starts: a fill whose tags were all last
+   * invalidated at or before that number started after those calls (`Flight.invalidationsBefore`).
+   * Optional: a shared object made by an older copy lacks it, and the first copy that needs it
+   * creates it.
+   */
+  invalidations?: { seq: number; floor: number; readonly byTag: Map<string, number> };
+}
+
+/** How many tags' latest invalidation numbers {@link Shared.invalidations} keeps. */
+export const INVALIDATIONS_KEPT = 10_000;
+
+/** This process's tag invalidations so far (see {@link Shared.invalidations}). */
+export function invalidations(): NonNullable<Shared['invalidations']> {
+  shared.invalidations ??= { seq: 0, floor: 0, byTag: new Map() };
+  return shared.invalidations;
 }
 
 const SHARED_KEY = Symbol.for('@stampede/core/shared/v1');

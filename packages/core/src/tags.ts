@@ -2,6 +2,7 @@ import type { Cache } from './cache.js';
 import { kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { type CacheState, stateOf } from './registry.js';
+import { INVALIDATIONS_KEPT, invalidations } from './shared.js';
 import { reportBackendError } from './stats.js';
 
 /**
@@ -49,6 +50,40 @@ export function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): v
 }
 
 /**
+ * Numbers this call among the process's tag invalidations (see `Shared.invalidations`): a fill that
+ * starts after it may be told so when it writes (`CacheSetOptions.afterInvalidations`).
+ */
+function noteInvalidation(tags: readonly string[]): void {
+  const known = invalidations();
+  const seq = ++known.seq;
+  const { byTag } = known;
+  for (const tag of tags) {
+    byTag.delete(tag);
+    byTag.set(tag, seq);
+  }
+  while (byTag.size > INVALIDATIONS_KEPT) {
+    const oldest = byTag.entries().next();
+    if (oldest.done === true) break;
+    byTag.delete(oldest.value[0]);
+    if (oldest.value[1] > known.floor) known.floor = oldest.value[1];
+  }
+}
+
+/**
+ * Whether a fill that started when `invalidationsBefore` invalidations had been made (see
+ * `Flight.invalidationsBefore`) started after every invalidation of `tags` this process made.
+ */
+export function startedAfterInvalidations(tags: readonly string[], invalidationsBefore: number): boolean {
+  const known = invalidations();
+  if (known.floor > invalidationsBefore) return false;
+  for (const tag of tags) {
+    const seq = known.byTag.get(tag);
+    if (seq !== undefined && seq > invalidationsBefore) return false;
+  }
+  return true;
+}
+
+/**
  * Invalidates every value that carried `tag` when it was written, on every replica, without
  * knowing their keys. See {@link invalidateTags}.
  *
@@ -89,6 +124,7 @@ export async function invalidateTags(cache: Cache, tags: readonly string[]): Pro
   }
   if (list === undefined) return;
   const set = new Set(list);
+  noteInvalidation(list);
   supersedeTagged(state, set);
   try {
     await cache.invalidateTags(list);

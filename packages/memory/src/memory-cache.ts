@@ -221,7 +221,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       lru.delete(key);
       return undefined;
     },
-    set(key: string, given: CacheEntry, { ttl, direct, renews }: CacheSetOptions): boolean {
+    set(key: string, given: CacheEntry, { ttl, direct, renews, afterInvalidations }: CacheSetOptions): boolean {
       changed();
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
@@ -234,13 +234,13 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       // cache's copy of an entry read before the invalidation) still reads as invalidated.
       const stored = lru.peek(key);
       const tags = entry.tags;
-      if (tags !== undefined && direct !== true && renews === undefined) {
-        // A fill that started in the millisecond of an invalidation its own caller made (or later,
-        // where records stand past the clock) started after it: the core stops every fill of its
-        // tags in flight at that moment from writing. Like a direct write, it is dated just past
-        // the record, or a refill right after `invalidateTag` would read as invalidated and the
-        // next call would fill again. An invalidation heard from elsewhere (`at`) may have come
-        // after such a fill's start: there the tie still reads as invalidated.
+      if (tags !== undefined && afterInvalidations === true && direct !== true && renews === undefined) {
+        // A fill the core says started after every invalidation of its tags this process made
+        // (`afterInvalidations`), in their millisecond (or later, where records stand past the
+        // clock): like a direct write, it is dated just past the record, or a refill right after
+        // `invalidateTag` would read as invalidated and the next call would fill again. Only past
+        // records of this process's own invalidations (no `at`): one heard from elsewhere (`at`)
+        // may have come after the fill's start, and there the tie still reads as invalidated.
         const latest = latestTagTime(tags);
         const createdAt = entry.createdAt;
         if (

@@ -70,10 +70,12 @@ describe('memory tags', () => {
     // Repopulating the group at once: the caller knows the invalidation came first.
     await setValue(cache, 'k', 'new', { ttl: '1m', tags: ['group'] });
     expect(await getValue(cache, 'k')).toBe('new');
-    // A fill of this process that was in flight at the invalidation does not write (the core stops
-    // it): a fill's write of that millisecond started after it.
-    cache.set('f', entry('filled', Date.now(), ['group']), { ttl: 60_000 });
+    // A fill the core says started after every invalidation of its tags (afterInvalidations): kept.
+    cache.set('f', entry('filled', Date.now(), ['group']), { ttl: 60_000, afterInvalidations: true });
     expect(cache.get('f')?.value).toBe('filled');
+    // Without that word, a fill's write of that millisecond may have started first: invalidated.
+    cache.set('g', entry('filled', Date.now(), ['group']), { ttl: 60_000 });
+    expect(cache.get('g')).toBeUndefined();
     // Both are covered by the next invalidation, in that millisecond too.
     await invalidateTag(cache, 'group');
     expect(cache.get('k')).toBeUndefined();
@@ -132,12 +134,29 @@ describe('memory tags', () => {
     const cache = createMemoryCache();
     const now = Date.now();
     cache.invalidateTags(['t'], now);
-    cache.set('f', entry('may have read old data', now, ['t']), { ttl: 60_000 });
+    const after = { ttl: 60_000, afterInvalidations: true } as const;
+    cache.set('f', entry('may have read old data', now, ['t']), after);
     expect(cache.get('f')).toBeUndefined();
     // Nor does an own invalidation of another of its tags change that.
     cache.invalidateTags(['u']);
-    cache.set('g', entry('may have read old data', now, ['t', 'u']), { ttl: 60_000 });
+    cache.set('g', entry('may have read old data', now, ['t', 'u']), after);
     expect(cache.get('g')).toBeUndefined();
+  });
+
+  it('a fill that started before invalidateTag through another cache object on the same store is not kept', async () => {
+    const cache = createMemoryCache();
+    const view = { ...cache }; // the same store, another core state (its fills are not stopped)
+    let finish: (value: string) => void = () => {};
+    const options = { ttl: '1m', tags: ['t'] } as const;
+    const filling = getOrComputeWith(view, 'k', options, () => new Promise<string>((resolve) => (finish = resolve)));
+    await Promise.resolve();
+    await invalidateTag(cache, 't');
+    finish('read before the invalidation');
+    expect(await filling).toBe('read before the invalidation');
+    expect(cache.get('k')).toBeUndefined();
+    // One started after it, on either object, is kept.
+    expect(await getOrComputeWith(view, 'k', options, () => 'after')).toBe('after');
+    expect(cache.get('k')?.value).toBe('after');
   });
 
   it('a fill that started in an earlier millisecond than the invalidation is refused, records past the clock or not', async () => {
@@ -147,10 +166,10 @@ describe('memory tags', () => {
     await invalidateTag(cache, 't');
     await setValue(cache, 'v', 'direct', { ttl: '1m', tags: ['t'] }); // dated past the clock
     await invalidateTag(cache, 't'); // recorded at that date
-    cache.set('f', entry('started earlier', earlier, ['t']), { ttl: 60_000 });
+    cache.set('f', entry('started earlier', earlier, ['t']), { ttl: 60_000, afterInvalidations: true });
     expect(cache.get('f')).toBeUndefined();
     // One that started in the invalidations' millisecond is dated past the record.
-    cache.set('g', entry('started after', Date.now(), ['t']), { ttl: 60_000 });
+    cache.set('g', entry('started after', Date.now(), ['t']), { ttl: 60_000, afterInvalidations: true });
     expect(cache.get('g')?.value).toBe('started after');
     await invalidateTag(cache, 't');
     expect(cache.get('g')).toBeUndefined();

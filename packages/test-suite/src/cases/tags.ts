@@ -61,10 +61,9 @@ export function tagCases(ctx: SuiteContext): void {
     expect(await cache.get('many')).toBeUndefined();
   });
 
-  // Only across instances: an instance may count a fill of the millisecond of its own invalidation
-  // as after it (the memory cache does: the core stops every fill of this process in flight at the
-  // invalidation, so a fill it writes in that millisecond started after it). Another instance's
-  // fill of that millisecond may have started first.
+  // Only across instances: an in-process cache may count a fill the core marks
+  // `afterInvalidations` as after its own process's invalidations of that millisecond (the memory
+  // cache does). Another instance's fill of that millisecond may have started first.
   it.skipIf(!tags || ctx.options.clock !== 'fake' || ctx.options.replica === undefined)(
     "an entry created in the very millisecond of another instance's invalidation counts as before it (a fake clock pins the tie)",
     async () => {
