@@ -45,5 +45,5 @@ export { shouldReplace } from './never-older.js';
 // @stampede/redis-protocol: adapters for other backends need none of it.
 export { raceTimeout } from './race-timeout.js';
 // The runtime's request isolation (workerd), for adapters that hold streams or connections.
-export { CHANGE_COUNT, runsIsolatedRequests } from './shared.js';
+export { runsIsolatedRequests } from './shared.js';
 export { reportBackendError, reportWarning } from './stats.js';

@@ -149,8 +149,6 @@ export class Flight {
    * lock's release.
    */
   result: FlightResult | undefined = undefined;
-  /** Set once the flight has left its registry (it never enters it again). */
-  detached = false;
   /** How many tag invalidations this process had made when the flight started (`tags.ts`). */
   readonly invalidationsBefore: number;
   /**
@@ -270,10 +268,7 @@ export class Flight {
 
   /** Removes the flight from its registry, if it is still the one registered for its key. */
   detach(): void {
-    if (this.registry.get(this.key) === this) {
-      this.registry.delete(this.key);
-      this.detached = true;
-    }
+    if (this.registry.get(this.key) === this) this.registry.delete(this.key);
     // A settled flight's work (its write) is over once it leaves the registry.
     if (this.result !== undefined) this.stopPulse();
   }

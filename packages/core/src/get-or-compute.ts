@@ -21,9 +21,8 @@ import {
   ttlOnly,
 } from './options.js';
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
-import { CHANGE_COUNT, shared } from './shared.js';
+import { shared } from './shared.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
-import type { StampedeStats } from './stats.js';
 import { reportWarning } from './stats.js';
 
 /** Checks the arguments every entry point shares; throws TypeError naming the argument. */
@@ -156,104 +155,6 @@ function settledPromise(entry: CacheEntry): Promise<unknown> {
   return promise;
 }
 
-/**
- * A burst of stale reads during a refresh: the answer of the last `getOrComputeWith` call that read
- * its key stale from a synchronous cache that counts its changes ({@link CHANGE_COUNT}) while the
- * key's refresh ran. A later call in the same synchronous run, with the same cache, key and options
- * object, gets the same answer without reading the cache again, as long as nothing could have
- * changed it: the cache's change count is the one read before that read, the refresh is still in
- * flight (not settled, not detached by an invalidation), and the coarse clock puts the end of the
- * entry's grace more than its margin away. It is forgotten at the next microtask (so an options
- * object changed between two ticks is read again), and kept only for calls without a `signal` or
- * `checkValue`, on Node (not for an isolated runtime's flights). Every call still counts its stale
- * hit. One object, reused: remembering allocates nothing.
- */
-interface Burst {
-  cache: Cache | undefined;
-  key: string | undefined;
-  options: GetOrComputeOptions | undefined;
-  counters: StampedeStats | undefined;
-  flight: Flight | undefined;
-  changes: number;
-  staleUntil: number;
-  promise: Promise<unknown> | undefined;
-}
-
-const burst: Burst = {
-  cache: undefined,
-  key: undefined,
-  options: undefined,
-  counters: undefined,
-  flight: undefined,
-  changes: 0,
-  staleUntil: 0,
-  promise: undefined,
-};
-
-// What afterRead served stale, synchronously, during a refresh (read by getOrComputeWith right
-// after: see `burst`).
-let servedEntry: CacheEntry | undefined;
-let servedFlight: Flight | undefined;
-
-type Counted = Cache & { readonly [CHANGE_COUNT]?: unknown };
-
-function endBurst(): void {
-  burst.cache = undefined;
-  burst.key = undefined;
-  burst.options = undefined;
-  burst.counters = undefined;
-  burst.flight = undefined;
-  burst.promise = undefined;
-}
-
-/** Whether the remembered answer is still what a read would give (see {@link Burst}). */
-function burstHolds(b: Burst): boolean {
-  const flight = b.flight as Flight;
-  return (
-    (b.cache as Counted)[CHANGE_COUNT] === b.changes &&
-    flight.result === undefined &&
-    !flight.detached &&
-    b.staleUntil - coarseNow() > COARSE_MARGIN_MS
-  );
-}
-
-/** Remembers the stale read afterRead just served (see {@link Burst}). */
-function rememberBurst(
-  cache: Cache,
-  key: string,
-  options: GetOrComputeOptions,
-  state: CacheState,
-  changes: unknown,
-): void {
-  const entry = servedEntry as CacheEntry;
-  const flight = servedFlight;
-  servedEntry = undefined;
-  servedFlight = undefined;
-  if (typeof changes !== 'number') return;
-  if (burst.cache === undefined) queueMicrotask(endBurst);
-  burst.cache = cache;
-  burst.key = key;
-  burst.options = options;
-  burst.counters = state.counters;
-  burst.flight = flight;
-  burst.changes = changes;
-  burst.staleUntil = entry.staleUntil;
-  burst.promise = settledPromise(entry);
-}
-
-/** Notes a stale read served during `flight` for {@link rememberBurst}, when it may be remembered. */
-function servedDuring(entry: CacheEntry, flight: Flight | undefined, options: ResolvedOptions): void {
-  if (
-    flight !== undefined &&
-    flight.heartbeat === undefined &&
-    options.signal === undefined &&
-    options.check === undefined
-  ) {
-    servedEntry = entry;
-    servedFlight = flight;
-  }
-}
-
 // The last string ttl that parsed: a call with the same literal skips the parser.
 let lastTtl: Duration | undefined;
 
@@ -348,17 +249,6 @@ export function getOrComputeWith<T>(
   options: GetOrComputeOptions,
   fill: (context: FillContext) => T | Promise<T>,
 ): Promise<T> {
-  const b = burst;
-  if (
-    b.cache === cache &&
-    b.key === key &&
-    b.options === options &&
-    typeof fill === 'function' &&
-    burstHolds(b)
-  ) {
-    (b.counters as StampedeStats).staleHits++;
-    return b.promise as Promise<T>;
-  }
   let state: CacheState;
   let resolved: ResolvedOptions;
   try {
@@ -382,13 +272,7 @@ export function getOrComputeWith<T>(
     if (flight !== undefined && !flight.background && !silentUnproven(flight))
       return coalesce(state, flight, resolved) as Promise<T>;
   }
-  // Read before the cache is: a change made during this call (a fill's synchronous part) then
-  // shows (see `burst`).
-  const changes = (cache as Counted)[CHANGE_COUNT];
-  servedFlight = undefined;
-  const answer = readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
-  if (servedFlight !== undefined) rememberBurst(cache, key, options, state, changes);
-  return answer;
+  return readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
 }
 
 /** {@link checkedEntry} of a read that may still be pending. */
@@ -479,7 +363,6 @@ function afterRead(
           const flight = state.flights.get(key);
           if (flight !== undefined && flight.startedAt >= freshUntil) {
             counters.staleHits++;
-            servedDuring(entry, flight, options);
             return settledPromise(entry);
           }
         }
@@ -497,13 +380,9 @@ function afterRead(
     if (options.grace > 0 && now < entry.staleUntil) {
       counters.staleHits++;
       const running = liveFlight(state.flights, key);
-      if (running === undefined) {
-        refreshInBackground(state, key, options, fill, entry);
-        servedDuring(entry, state.flights.get(key), options);
-      }
+      if (running === undefined) refreshInBackground(state, key, options, fill, entry);
       // A refresh silent without proof (isolated runtimes): a timer turn tells a later read.
       else if (silentUnproven(running)) void timerTurn(running);
-      else servedDuring(entry, running, options);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);

@@ -124,14 +124,6 @@ export const LOCAL_TIER_KEY: unique symbol = Symbol.for('@stampede/core/local-ti
  */
 export const TIER_ANSWERS_KEY: unique symbol = Symbol.for('@stampede/core/tier-answers/v1');
 
-/**
- * A synchronous cache's count of its changes, under a `Symbol.for` key: a number it raises on every
- * `set`, `delete`, `clear` and `invalidateTags` (the memory cache has it). While the count and the
- * clock allow, the core answers a burst of stale reads of one key during its refresh, in one
- * synchronous run, without reading the cache again for each (see `get-or-compute.ts`).
- */
-export const CHANGE_COUNT: unique symbol = Symbol.for('@stampede/core/change-count/v1');
-
 /** Values of the {@link TIER_ANSWERS_KEY} map: neither tier's hit (a fallback copy), L1, L2. */
 export const ANSWERED_BY_NEITHER = 0;
 export const ANSWERED_BY_L1 = 1;

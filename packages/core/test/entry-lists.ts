@@ -56,6 +56,4 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'raceTimeout',
   // the runtime's request isolation (workerd)
   'runsIsolatedRequests',
-  // a synchronous cache's change count (stale reads in a burst share one read)
-  'CHANGE_COUNT',
 ];

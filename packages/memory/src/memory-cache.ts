@@ -1,12 +1,5 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
-import {
-  CHANGE_COUNT,
-  changeEntry,
-  checkKnownKeys,
-  kindOf,
-  reportWarning,
-  shouldReplace,
-} from '@stampede/core/adapter';
+import { changeEntry, checkKnownKeys, kindOf, reportWarning, shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
 import { createLatestTimes, type LatestTimes } from './latest-times.js';
 
@@ -202,13 +195,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     return false;
   };
 
-  // Raised on every change (see CHANGE_COUNT): the core may answer a burst of stale reads of one key
-  // without reading it again while the count stays.
-  const changed = (): void => {
-    cache[CHANGE_COUNT]++;
-  };
-  const cache: MemoryCache & { [CHANGE_COUNT]: number } = {
-    [CHANGE_COUNT]: 0,
+  return {
     name,
     lru,
     get size() {
@@ -222,7 +209,6 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       return undefined;
     },
     set(key: string, given: CacheEntry, { ttl, direct, renews, afterInvalidations }: CacheSetOptions): boolean {
-      changed();
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
@@ -293,12 +279,10 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       return true;
     },
     delete(key: string): void {
-      changed();
       lru.delete(key);
       deletions.record(key, Date.now());
     },
     invalidateTags(tags: readonly string[], heardAt?: number): void {
-      changed();
       const at = heardAt ?? Date.now();
       const origin = heardAt === undefined ? ownTimes : heardTimes;
       // A direct write dated just past a record of one of its tags (see `set`) is covered by the
@@ -312,12 +296,10 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       }
     },
     clear(): void {
-      changed();
       lru.clear();
       deletions.clear();
       const now = Date.now();
       if (now > floor) floor = now;
     },
   };
-  return cache;
 }
