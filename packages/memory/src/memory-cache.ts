@@ -208,7 +208,11 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       lru.delete(key);
       return undefined;
     },
-    set(key: string, given: CacheEntry, { ttl, direct, renews, afterInvalidations }: CacheSetOptions): boolean {
+    set(
+      key: string,
+      given: CacheEntry,
+      { ttl, direct, renews, afterInvalidations }: CacheSetOptions,
+    ): boolean {
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.

@@ -148,7 +148,12 @@ describe('memory tags', () => {
     const view = { ...cache }; // the same store, another core state (its fills are not stopped)
     let finish: (value: string) => void = () => {};
     const options = { ttl: '1m', tags: ['t'] } as const;
-    const filling = getOrComputeWith(view, 'k', options, () => new Promise<string>((resolve) => (finish = resolve)));
+    const filling = getOrComputeWith(
+      view,
+      'k',
+      options,
+      () => new Promise<string>((resolve) => (finish = resolve)),
+    );
     await Promise.resolve();
     await invalidateTag(cache, 't');
     finish('read before the invalidation');
