@@ -5,6 +5,22 @@ export type CacheFillErrorKind = 'fill' | 'fill_failed' | 'timeout';
 export const CACHE_FILL_ERROR_CODE = 'E_STAMPEDE_CACHE_FILL';
 
 /**
+ * The `code` of the error `invalidate`, `invalidateTag(s)`, `setValue` and a tiered cache's `delete`
+ * reject with when the remote took the change but its bus message could not be published (its
+ * `name` is `'CacheBusError'`, its `cause` the publish's error): the other replicas were not told,
+ * and their L1 copies may serve the old value until `localTtl`.
+ */
+export const BUS_ERROR_CODE = 'E_STAMPEDE_BUS_UNHEARD';
+
+/**
+ * Whether `error` is a tiered cache's `CacheBusError`: the change was made, only its bus message
+ * failed, and that failure was counted already (as a `publish` backend error).
+ */
+export function isBusUnheard(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === BUS_ERROR_CODE;
+}
+
+/**
  * The error a `getOrCompute` caller gets when the value could not be computed.
  *
  * - `kind: 'fill'`: this caller ran the fill and it threw; `cause` and {@link CacheFillError.intoFill}

@@ -1,5 +1,5 @@
 import type { Cache } from './cache.js';
-import { kindOf } from './errors.js';
+import { isBusUnheard, kindOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { type CacheState, stateOf } from './registry.js';
 import { INVALIDATIONS_KEPT, invalidations } from './shared.js';
@@ -129,9 +129,19 @@ export async function invalidateTags(cache: Cache, tags: readonly string[]): Pro
   try {
     await cache.invalidateTags(list);
   } catch (error) {
-    reportBackendError(state.name, 'tags', undefined, error);
+    // A tiered cache whose bus message failed did invalidate the tags (in the remote and in its L1):
+    // counted as such, its failed publish counted already; the caller still learns of it.
+    if (!isBusUnheard(error)) {
+      reportBackendError(state.name, 'tags', undefined, error);
+      throw error;
+    }
+    invalidated(state, list);
     throw error;
   }
+  invalidated(state, list);
+}
+
+function invalidated(state: CacheState, list: readonly string[]): void {
   state.reads.clear();
   state.counters.tagInvalidations += list.length;
   if (hasListeners()) emit({ type: 'tag-invalidation', cache: state.name, tags: list });

@@ -12,7 +12,7 @@ import { stillBefore } from './clock.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
-import { checkKnownKeys, kindOf, messageOf } from './errors.js';
+import { BUS_ERROR_CODE, checkKnownKeys, kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
 import { type CacheState, existingState } from './registry.js';
@@ -156,13 +156,7 @@ const ACKNOWLEDGE = 'a';
  * being closed yet (or one of an older version, which does not answer) delays it this long.
  */
 export const BUS_ACK_TIMEOUT_MS = 1_000;
-/**
- * The `code` of the error `invalidate`, `invalidateTag(s)`, `setValue` and a tiered cache's `delete`
- * reject with when the remote took the change but its bus message could not be published (its
- * `name` is `'CacheBusError'`, its `cause` the publish's error): the other replicas were not told,
- * and their L1 copies may serve the old value until `localTtl`.
- */
-export const BUS_ERROR_CODE = 'E_STAMPEDE_BUS_UNHEARD';
+export { BUS_ERROR_CODE };
 
 function checkCache(value: unknown, name: string): asserts value is Cache {
   if (typeof value !== 'object' || value === null) {

@@ -2,7 +2,7 @@ import { entryFor, isThenable, physicalTtl, readEntry } from './backend.js';
 import type { Cache } from './cache.js';
 import { type CheckValue, checkedEntry, toValueCheck } from './check-value.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
-import { checkKnownKeys, kindOf } from './errors.js';
+import { checkKnownKeys, isBusUnheard, kindOf } from './errors.js';
 import { recordInvalidation } from './fail-safe.js';
 import { checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
@@ -80,7 +80,8 @@ async function settleBackend(
     const result = run();
     if (isThenable(result)) await result;
   } catch (error) {
-    reportBackendError(state.name, operation, key, error);
+    // A tiered cache's unheard change was counted as its failed publish.
+    if (!isBusUnheard(error)) reportBackendError(state.name, operation, key, error);
     throw error;
   }
 }

@@ -14,6 +14,7 @@ import {
   onStampedeEvent,
   resetStats,
   setValue,
+  stats,
   statsByCache,
 } from '../src/index.js';
 import { BUS_ACK_TIMEOUT_MS, BUS_ERROR_CODE } from '../src/tiered.js';
@@ -222,8 +223,8 @@ describe('a change whose bus message cannot be published', () => {
       expect(failed?.code).toBe(BUS_ERROR_CODE);
       expect(failed?.message).toMatch(/remote cache was changed.*localTtl \(60000 ms\)/);
       expect((failed?.cause as Error | undefined)?.message).toBe('publish timed out');
-      // Counted as the failed publish, and again by the core as the call that failed.
-      expect(operations.filter((operation) => operation === 'publish')).toHaveLength(1);
+      // Counted once, as the failed publish (the core does not count the call's failure again).
+      expect(operations).toEqual(['publish']);
       // The remote was changed; b's copy stays until localTtl (what the error says).
       store.publishFails = false;
       expect(await getValue(b.cache, 'k')).toBe('old');
@@ -246,6 +247,22 @@ describe('a change whose bus message cannot be published', () => {
     const a = replica(store);
     store.down = true; // the write and the publish both fail
     await expect(setValue(a.cache, 'k', 'v', tagged)).rejects.toThrow('remote down');
+  });
+
+  it('an invalidateTag rejected for the bus still counts its tags and emits its event: they were invalidated', async () => {
+    const store = new RemoteStore();
+    const a = replica(store);
+    store.publishFails = true;
+    const events: string[] = [];
+    const off = onStampedeEvent((event) => {
+      if (event.cache === a.name)
+        events.push(event.type === 'backend-error' ? `error:${event.operation}` : event.type);
+    });
+    const before = stats().tagInvalidations;
+    await expect(invalidateTag(a.cache, 'group')).rejects.toMatchObject({ code: BUS_ERROR_CODE });
+    off();
+    expect(stats().tagInvalidations - before).toBe(1);
+    expect(events).toEqual(['error:publish', 'tag-invalidation']);
   });
 
   it('rejects on a replica that has lost its own subscription too, and on one that never listens', async () => {
