@@ -254,8 +254,9 @@ describe('a tagged direct write (setValue) and tag invalidations, ordered on Red
   }
 
   // A tag recorded at or after the write's `TIME` is what an invalidation of the same millisecond
-  // leaves (or one recorded by a replica refused TIME, by its estimate): recorded here a few ms
-  // ahead, so that the case does not hang on landing both in one millisecond.
+  // leaves (or one recorded by a replica refused TIME, by its estimate): recorded here 500 ms
+  // ahead, so that the case does not hang on landing both in one millisecond (5 ms was not enough on
+  // a loaded CI run: the write came 6 ms later).
   it('a setValue after an invalidation of its millisecond is served, and the next invalidation of any of its tags covers it', async () => {
     const cache = cacheOn(adapt(redis), 'protocol-tie');
     await cache.get('warm');
@@ -264,7 +265,7 @@ describe('a tagged direct write (setValue) and tag invalidations, ordered on Red
       [1, 'tie-b'],
     ] as const) {
       const key = `tie-${n}`;
-      await redis.set(`${prefix}{tie-a}:tag`, String((await serverNow()) + 5));
+      await redis.set(`${prefix}{tie-a}:tag`, String((await serverNow()) + 500));
       await cache.set(key, tagged('set after', ['tie-a', 'tie-b']), direct);
       expect(await cache.get(key)).toMatchObject({ value: 'set after' });
       expect(await storedCreatedAt(key)).toBe(Number(await redis.get(`${prefix}{tie-a}:tag`)) + 1);
@@ -279,7 +280,7 @@ describe('a tagged direct write (setValue) and tag invalidations, ordered on Red
   it('with the tags apart (a Cluster whose prefix does not pin a slot), such a setValue reads as invalidated: a miss, never a stale value', async () => {
     const cache = cacheOn({ ...adapt(redis), cluster: true }, 'protocol-tie-apart');
     await cache.get('warm');
-    await redis.set(`${prefix}{tie-apart}:tag`, String((await serverNow()) + 5));
+    await redis.set(`${prefix}{tie-apart}:tag`, String((await serverNow()) + 500));
     await cache.set('tie-apart', tagged('set after', ['tie-apart']), direct);
     expect(await cache.get('tie-apart')).toBeUndefined();
     expect(await redis.exists(`${prefix}{tie-apart}:stamp`)).toBe(0);

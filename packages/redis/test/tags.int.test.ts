@@ -250,10 +250,11 @@ describe('setValue and invalidateTag, ordered on Redis whatever the writers esti
       await invalidateTag(cache, `same-ms-${n}`);
       expect(await getValue(cache, `same-ms-${n}`)).toBeUndefined();
     }
-    // Certainly in one millisecond: the tag recorded a few ms past Redis's clock, as an
-    // invalidation of the write's millisecond (or one by a replica refused TIME) leaves it. The
-    // entry carries a second tag, and invalidating that one hides it too.
-    await client.set(`${prefix}{tie}:tag`, String((await serverNow()) + 5));
+    // Certainly in one millisecond: the tag recorded past Redis's clock, as an invalidation of the
+    // write's millisecond (or one by a replica refused TIME) leaves it; 500 ms past, as a loaded
+    // machine may take more than a few ms to send the write. The entry carries a second tag, and
+    // invalidating that one hides it too.
+    await client.set(`${prefix}{tie}:tag`, String((await serverNow()) + 500));
     await setValue(cache, 'tie', 'set after', { ttl: 60_000, tags: ['tie', 'tie-other'] });
     expect(await getValue(cache, 'tie')).toBe('set after');
     await invalidateTag(cache, 'tie-other');
