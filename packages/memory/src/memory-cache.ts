@@ -1,7 +1,7 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
 import { changeEntry, checkKnownKeys, kindOf, reportWarning, shouldReplace } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
-import { createLatestTimes, type LatestTimes } from './latest-times.js';
+import { createLatestTimes } from './latest-times.js';
 
 /** Options of {@link createMemoryCache}. */
 export interface MemoryCacheOptions {
@@ -117,69 +117,42 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock, ttlResolution: TTL_RESOLUTION_MS });
 
   // When each key was last deleted, so a fill that started before the delete (and writes after it)
-  // cannot bring the old value back. Bounded like the cache; a record pushed out raises `floor`,
+  // cannot bring the old value back. Bounded like the cache; a record pushed out raises its floor,
   // which then refuses every write whose fill started before that deletion: a refused write costs
   // at most one more fill later, a forgotten delete would serve an invalidated value.
   // Only `set` reads these, so the hit path pays nothing for them.
-  let floor = Number.NEGATIVE_INFINITY;
   const records = lru.max > 0 ? lru.max : max;
-  const deletions = createLatestTimes(records, (deletedAt) => {
-    if (deletedAt > floor) floor = deletedAt;
-  });
+  const deletions = createLatestTimes(records);
   // Date.now() cannot order a fill and a delete of the same millisecond. The tie goes to the write:
   // `delete` then `set` (or `invalidate` then `setValue`) within one millisecond must store. A fill
   // that started less than 1 ms before a delete may thus still write; core's `invalidate` closes
   // even that gap for this process's fills, as it stops them from writing at all.
-  // When each tag was last invalidated, bounded like the deletions: a record pushed out raises
-  // `tagFloor`, which then invalidates every tagged entry created before it (a few more misses,
-  // never an invalidated value served).
-  let tagFloor = Number.NEGATIVE_INFINITY;
-  const tagTimes = createLatestTimes(records, (at) => {
-    if (at > tagFloor) tagFloor = at;
-  });
+  // When each tag was last invalidated, bounded like the deletions: a record pushed out raises the
+  // floor, which then invalidates every tagged entry created before it (a few more misses, never an
+  // invalidated value served).
+  const tagTimes = createLatestTimes(records);
   // When a direct write carrying each tag was last dated past the clock (see `set`), bounded the
-  // same way: a record pushed out raises `stampFloor`, which every later invalidation then covers.
-  let stampFloor = Number.NEGATIVE_INFINITY;
-  const stamps = createLatestTimes(records, (at) => {
-    if (at > stampFloor) stampFloor = at;
-  });
+  // same way: a record pushed out raises the floor, which every later invalidation then covers.
+  const stamps = createLatestTimes(records);
   // Which invalidations this cache's own caller made (`invalidateTags` without `at`: the core's
   // `invalidateTag`), by the clock's time when made; and the records of those heard from elsewhere
-  // (with `at`: a tiered cache's other replicas). Bounded the same way, a record pushed out raising
-  // its floor: a forgotten own time (too late) or heard record (too late) only keeps a fill of that
-  // millisecond from being kept (see `set`), never keeps one it should not.
-  let ownFloor = Number.NEGATIVE_INFINITY;
-  const ownTimes = createLatestTimes(records, (at) => {
-    if (at > ownFloor) ownFloor = at;
-  });
-  let heardFloor = Number.NEGATIVE_INFINITY;
-  const heardTimes = createLatestTimes(records, (at) => {
-    if (at > heardFloor) heardFloor = at;
-  });
-  // The latest time among `tags` in `times`, or `floor`.
-  const latestOf = (times: LatestTimes, floor: number, tags: readonly string[]): number => {
-    let latest = floor;
-    for (const tag of tags) {
-      const at = times.peek(tag);
-      if (at !== undefined && at > latest) latest = at;
-    }
-    return latest;
-  };
-  // The latest invalidation among `tags`, or the floor.
-  const latestTagTime = (tags: readonly string[]): number => latestOf(tagTimes, tagFloor, tags);
-  // `entry` dated just past `latest` (a record of one of its tags); dated past the clock, it is
-  // covered by the next invalidation of any of its tags (see `invalidateTags`).
-  const datedPast = (entry: CacheEntry, latest: number): CacheEntry => {
-    const createdAt = latest + 1;
-    if (createdAt > Date.now()) for (const tag of entry.tags ?? []) stamps.record(tag, createdAt);
+  // (with `at`: a tiered cache's other replicas). Bounded the same way: a forgotten own time (too
+  // late) or heard record (too late) only keeps a fill of that millisecond from being kept (see
+  // `set`), never keeps one it should not.
+  const ownTimes = createLatestTimes(records);
+  const heardTimes = createLatestTimes(records);
+  // `entry` dated `createdAt`; dated past the clock, it is covered by the next invalidation of any
+  // of its tags (see `invalidateTags`).
+  const datedAt = (entry: CacheEntry, createdAt: number, now: number): CacheEntry => {
+    if (createdAt > now) for (const tag of entry.tags ?? []) stamps.record(tag, createdAt);
     return changeEntry(entry, { createdAt });
   };
   // An entry created in the very millisecond of an invalidation counts as before it.
   const taggedOut = (entry: CacheEntry): boolean =>
-    entry.tags !== undefined && entry.createdAt <= latestTagTime(entry.tags);
+    entry.tags !== undefined && entry.createdAt <= tagTimes.latest(entry.tags);
   let warnedTooLarge = false;
   const deletedAfter = (key: string, createdAt: number): boolean => {
-    if (createdAt < floor) return true;
+    if (createdAt < deletions.floor) return true;
     const deletedAt = deletions.peek(key);
     return deletedAt !== undefined && createdAt < deletedAt;
   };
@@ -231,22 +204,22 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
         // `invalidateTag` would read as invalidated and the next call would fill again. Only past
         // records of this process's own invalidations (no `at`): one heard from elsewhere (`at`)
         // may have come after the fill's start, and there the tie still reads as invalidated.
-        const latest = latestTagTime(tags);
+        const latest = tagTimes.latest(tags);
         const createdAt = entry.createdAt;
         if (
           createdAt <= latest &&
-          tagFloor < createdAt &&
-          latestOf(heardTimes, heardFloor, tags) < createdAt &&
-          latestOf(ownTimes, ownFloor, tags) <= createdAt
+          tagTimes.floor < createdAt &&
+          heardTimes.latest(tags) < createdAt &&
+          ownTimes.latest(tags) <= createdAt
         ) {
-          entry = datedPast(entry, latest);
+          entry = datedAt(entry, latest + 1, Date.now());
         }
       }
       if (direct === true) {
         const now = Date.now();
         let createdAt = entry.createdAt;
         if (tags !== undefined) {
-          const latest = latestTagTime(tags);
+          const latest = tagTimes.latest(tags);
           if (createdAt <= latest && (createdAt === latest || latest >= now)) createdAt = latest + 1;
         }
         // A write of this millisecond after a value this cache dated past the clock (above): it is
@@ -260,11 +233,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
         ) {
           createdAt = stored.createdAt;
         }
-        if (createdAt !== entry.createdAt) {
-          entry = changeEntry(entry, { createdAt });
-          // Dated past the clock: the next invalidation of any of its tags must cover it.
-          if (createdAt > now) for (const tag of entry.tags ?? []) stamps.record(tag, createdAt);
-        }
+        if (createdAt !== entry.createdAt) entry = datedAt(entry, createdAt, now);
       }
       if (!shouldReplace(stored, entry)) return false;
       // An expired entry still replaces an older one: it is what the writer (say `setValue` with
@@ -294,7 +263,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       // `setValue`, `invalidateTag` in one millisecond leaves the value invalidated. Nothing else
       // moves a record past `at` (a burst of invalidations does not push it into the future).
       for (const tag of tags) {
-        const record = Math.max(stamps.peek(tag) ?? Number.NEGATIVE_INFINITY, stampFloor, at);
+        const record = Math.max(stamps.peek(tag) ?? Number.NEGATIVE_INFINITY, stamps.floor, at);
         tagTimes.record(tag, record);
         origin.record(tag, heardAt === undefined ? at : record);
       }
@@ -302,8 +271,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     clear(): void {
       lru.clear();
       deletions.clear();
-      const now = Date.now();
-      if (now > floor) floor = now;
+      deletions.raise(Date.now());
     },
   };
 }
