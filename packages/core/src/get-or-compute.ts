@@ -201,9 +201,8 @@ function slowGetOrCompute<T>(
     return Promise.reject(error);
   }
   if (state.flights.size !== 0) {
-    const flight = liveFlight(state.flights, key);
-    if (flight !== undefined && !flight.background && !silentUnproven(flight))
-      return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
+    const flight = foregroundFlight(state, key);
+    if (flight !== undefined) return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
   const read = sharedRead(state, key);
   if (read === undefined || !isPendingRead(read)) {
@@ -268,11 +267,20 @@ export function getOrComputeWith<T>(
   // so the first call made while a fill is in flight does not throw that code away (a deopt, then
   // some thousands of calls in slower code: measured at a key's first expiry after warm-up).
   if (resolved.grace === 0 && state.flights.size !== 0) {
-    const flight = liveFlight(state.flights, key);
-    if (flight !== undefined && !flight.background && !silentUnproven(flight))
-      return coalesce(state, flight, resolved) as Promise<T>;
+    const flight = foregroundFlight(state, key);
+    if (flight !== undefined) return coalesce(state, flight, resolved) as Promise<T>;
   }
   return readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
+}
+
+/**
+ * The key's foreground fill in flight that a call without grace joins before reading: not a
+ * background refresh (its key still holds a servable value), nor, on an isolated runtime, a flight
+ * silent without proof that its request is alive (the read decides, see {@link afterRead}).
+ */
+function foregroundFlight(state: CacheState, key: string): Flight | undefined {
+  const flight = liveFlight(state.flights, key);
+  return flight !== undefined && !flight.background && !silentUnproven(flight) ? flight : undefined;
 }
 
 /** {@link checkedEntry} of a read that may still be pending. */
