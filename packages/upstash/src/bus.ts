@@ -28,7 +28,9 @@ const RETRY_MAX_MS = 5_000;
  * after it opened is logged at most. So an acknowledged stream is checked (`liveness`, see
  * {@link BUS_LIVENESS}): after a quiet interval the subscriber publishes a ping on `channel` and
  * expects to hear it; one not heard in time is a lost stream (`lost`, then `subscribed` once it is
- * open again, and the tiered cache clears its local copies). Pings never reach `message`.
+ * open again, and the tiered cache clears its local copies). Pings never reach `message`. With
+ * `liveness` `false` nothing is checked and nothing pinged: a stream that broke silently stays
+ * broken, and a tiered cache's local copies are then bounded by its `localTtl` only.
  *
  * On Cloudflare Workers a stream belongs to the request that opened it, so `subscribe` listens to
  * nothing there (it never calls `subscribed`, and sends no ping): a tiered cache on a worker still
@@ -38,7 +40,7 @@ export function createUpstashBus(
   client: object,
   channel: string,
   operations: OperationRunner,
-  liveness: LivenessOptions = BUS_LIVENESS,
+  liveness: LivenessOptions | false = BUS_LIVENESS,
 ): CacheBus | undefined {
   const publish = (client as { publish?: unknown }).publish;
   const subscribe = (client as { subscribe?: unknown }).subscribe;
@@ -67,14 +69,14 @@ function listen(
   channel: string,
   handlers: CacheBusHandlers,
   ping: () => Promise<unknown>,
-  liveness: LivenessOptions,
+  liveness: LivenessOptions | false,
 ): () => void {
   let stopped = false;
   // The stream being opened or open; `undefined` while waiting to open one again.
   let current: BusSubscription | undefined;
   // `current` was acknowledged: its loss is reported through `lost`.
   let acknowledged = false;
-  // The checks of `current`, from its acknowledgement until it is closed or lost.
+  // The checks of `current`, from its acknowledgement until it is closed or lost (none without `liveness`).
   let watch: LivenessWatch | undefined;
   let retryIn = RETRY_FIRST_MS;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -123,7 +125,7 @@ function listen(
       acknowledged = true;
       retryIn = RETRY_FIRST_MS;
       watch?.stop();
-      watch = watchLiveness(ping, () => drop(subscription), liveness);
+      watch = liveness === false ? undefined : watchLiveness(ping, () => drop(subscription), liveness);
       if (handlers.subscribed) callSafely(() => handlers.subscribed?.());
     });
     subscription.on('message', (event) => {

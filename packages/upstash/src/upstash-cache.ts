@@ -21,6 +21,7 @@ import { createUpstashBus } from './bus.js';
 import { assertUpstashClient, protocolClient, type UpstashClient } from './client.js';
 import { redactCommand, UpstashCacheError } from './errors.js';
 import { listenForFillDone, onOneLine } from './push-wake-up.js';
+import { type BusLivenessOptions, parseBusLiveness } from './stream-liveness.js';
 
 /** Options of {@link createUpstashCache}. */
 export interface UpstashCacheOptions {
@@ -88,6 +89,25 @@ export interface UpstashCacheOptions {
    * @default undefined (locks live on `client`)
    */
   lockClient?: UpstashClient | undefined;
+  /**
+   * The check that the invalidation bus's stream (see {@link UpstashCache.bus}) still delivers:
+   * `@upstash/redis` never reports a stream that broke after it opened, so after a quiet `interval`
+   * (stretched at random by up to a quarter) the subscriber publishes a ping on the bus channel and,
+   * not hearing it within `timeout` of PUBLISH's answer, opens the stream again (and a tiered cache
+   * clears its local copies). With the defaults an idle subscriber publishes one ping per 10 to
+   * 12.5 s (up to 8,640 commands a day per replica, which Upstash bills; none while the bus carries
+   * traffic, other replicas' pings included) and a broken stream is noticed within about 20 s.
+   * `{ interval, timeout }` tunes both (durations of at least 1 ms; an idle subscriber then pings
+   * once per 2 to 2.5 intervals, and a break is noticed within about 2.5 × `interval` +
+   * `operationTimeout` + `timeout`). `false` turns the check off: no ping is ever sent, and a stream
+   * broken silently is never opened again, so from then on a tiered cache misses other replicas'
+   * evictions and its local copies live up to its `localTtl`. Nothing is checked on Cloudflare
+   * Workers, where the bus does not listen.
+   * @default true (`{ interval: 5000, timeout: 5000 }`, in ms)
+   * @example
+   * createUpstashCache({ client, busLiveness: { interval: '1m' } }); // one ping per 2 to 2.5 min when idle
+   */
+  busLiveness?: boolean | BusLivenessOptions | undefined;
 }
 
 /** A {@link Cache} on Upstash Redis over HTTP, with the distributed fill lock. */
@@ -110,9 +130,10 @@ export interface UpstashCache extends RedisProtocolCacheMembers<UpstashClient> {
    * node-redis caches on the same prefix), heard through `subscribe` (server-sent events, opened
    * again after an error, or once a ping it publishes after a quiet interval is not heard back: a
    * stream that broke after it opened), both on the lock client (the client unless `lockClient` is
-   * given), where push wake-up listens too. `undefined` for a client without `publish`. On
-   * Cloudflare Workers it publishes but neither listens nor pings (a stream belongs to one
-   * request): there a tiered cache's local copies are bounded by its `localTtl`.
+   * given), where push wake-up listens too; `busLiveness` tunes or turns off the ping. `undefined`
+   * for a client without `publish`. On Cloudflare Workers it publishes but neither listens nor pings
+   * (a stream belongs to one request): there a tiered cache's local copies are bounded by its
+   * `localTtl`.
    */
   readonly bus: CacheBus | undefined;
 }
@@ -155,8 +176,9 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
   const { prefix, name, serializer, operationTimeout, tombstoneTtl } = parseRedisProtocolOptions(
     options,
     'upstash',
-    ['client', 'waitUntil', 'pushWakeUp', 'lockClient'],
+    ['client', 'waitUntil', 'pushWakeUp', 'lockClient', 'busLiveness'],
   );
+  const busLiveness = parseBusLiveness(options.busLiveness);
   if (!onOneLine(prefix)) {
     throw new TypeError(
       "options.prefix must not contain a line break (CR or LF): Upstash's pub/sub is a line-based stream, so the prefix's channels (push wake-up, the invalidation bus) could not be heard",
@@ -207,6 +229,6 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       if (!pushWakeUp) return () => {};
       return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready, decode);
     },
-    bus: createUpstashBus(lockClient, busChannel(prefix), operations),
+    bus: createUpstashBus(lockClient, busChannel(prefix), operations, busLiveness),
   };
 }

@@ -2,6 +2,7 @@ import { createOperationRunner } from '@stampede/redis-protocol';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createUpstashBus } from '../src/bus.js';
 import { UpstashCacheError } from '../src/errors.js';
+import { createUpstashCache, type UpstashCacheOptions } from '../src/index.js';
 import { BUS_LIVENESS, BUS_PING } from '../src/stream-liveness.js';
 
 const CHANNEL = 'p:bus';
@@ -44,6 +45,12 @@ function fakeClient() {
       for (const stream of open) stream.emit('message', { channel, message });
       return open.length;
     },
+    // Enough of a client for `createUpstashCache`: the cache's own first request (the clock) fails,
+    // which it survives, and no test here reads or writes values.
+    get: () => Promise.reject(new TypeError('fetch failed')),
+    set: () => Promise.reject(new TypeError('fetch failed')),
+    eval: () => Promise.reject(new TypeError('fetch failed')),
+    evalsha: () => Promise.reject(new TypeError('fetch failed')),
   };
   return client;
 }
@@ -60,10 +67,18 @@ function createBus(client: object) {
   return bus;
 }
 
-function listen(client: ReturnType<typeof fakeClient>) {
+/** The bus (on `CHANNEL`) of a cache made with `busLiveness` as given (left out when `undefined`). */
+function cacheBus(client: object, busLiveness?: UpstashCacheOptions['busLiveness']) {
+  const options = { client, prefix: 'p:', ...(busLiveness === undefined ? {} : { busLiveness }) };
+  const bus = createUpstashCache(options as unknown as UpstashCacheOptions).bus;
+  if (bus === undefined) throw new Error('no bus');
+  return bus;
+}
+
+function listen(client: ReturnType<typeof fakeClient>, bus = createBus(client)) {
   const events: string[] = [];
   const messages: string[] = [];
-  const stop = createBus(client).subscribe({
+  const stop = bus.subscribe({
     message: (text) => messages.push(text),
     subscribed: () => events.push('subscribed'),
     lost: () => events.push('lost'),
@@ -188,5 +203,96 @@ describe('the Upstash bus notices a stream that stopped delivering', () => {
     expect(vi.getTimerCount()).toBe(0);
     await vi.advanceTimersByTimeAsync(60_000);
     expect(client.published).toEqual([]);
+  });
+});
+
+describe('busLiveness tunes or turns off the check', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+    vi.spyOn(Math, 'random').mockReturnValue(0);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
+
+  it('left out or true: a ping after 5 s, a silent stream reopened 5 s after it', async () => {
+    for (const busLiveness of [undefined, true, {}] as const) {
+      const client = fakeClient();
+      const { events, stop } = listen(client, cacheBus(client, busLiveness));
+      const stream = client.streams[0] as FakeStream;
+      stream.emit('subscribe', 1);
+      stream.delivering = false;
+      await vi.advanceTimersByTimeAsync(interval - 1);
+      expect(pings(client)).toBe(0);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(pings(client)).toBe(1);
+      await vi.advanceTimersByTimeAsync(timeout - 1);
+      expect(events).toEqual(['subscribed']);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(events).toEqual(['subscribed', 'lost']);
+      stop();
+    }
+  });
+
+  it('a custom interval and timeout change when the ping goes out and when a silent stream is reopened', async () => {
+    const client = fakeClient();
+    const { events, stop } = listen(client, cacheBus(client, { interval: '30s', timeout: 1_500 }));
+    const first = client.streams[0] as FakeStream;
+    first.emit('subscribe', 1);
+    // Idle but delivering: one ping per two checks, the checks 30 s apart.
+    await vi.advanceTimersByTimeAsync(30_000 - 1);
+    expect(pings(client)).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(pings(client)).toBe(1);
+    await vi.advanceTimersByTimeAsync(4 * 30_000);
+    expect(pings(client)).toBe(3);
+    expect(events).toEqual(['subscribed']);
+    // Broken silently: the next ping goes out two checks after the last one was heard, and the
+    // stream is taken for lost 1.5 s after PUBLISH answered it.
+    first.delivering = false;
+    await vi.advanceTimersByTimeAsync(2 * 30_000 - 1);
+    expect(pings(client)).toBe(3);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(pings(client)).toBe(4);
+    await vi.advanceTimersByTimeAsync(1_500 - 1);
+    expect(events).toEqual(['subscribed']);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(events).toEqual(['subscribed', 'lost']);
+    expect(first.closed).toBe(true);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(client.streams).toHaveLength(2);
+    stop();
+  });
+
+  it('an interval beyond the timers’ range (24.8 days) is waited out, not fired at once', async () => {
+    const client = fakeClient();
+    const { stop } = listen(client, cacheBus(client, { interval: '30d' }));
+    client.streams[0]?.emit('subscribe', 1);
+    await vi.advanceTimersByTimeAsync(30 * 86_400_000 - 1);
+    expect(pings(client)).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(pings(client)).toBe(1);
+    stop();
+  });
+
+  it('false: no ping, ever, and a stream that stopped delivering is kept (nothing can tell)', async () => {
+    const client = fakeClient();
+    const { events, messages, stop } = listen(client, cacheBus(client, false));
+    const stream = client.streams[0] as FakeStream;
+    stream.emit('subscribe', 1);
+    await vi.advanceTimersByTimeAsync(86_400_000);
+    stream.delivering = false;
+    await vi.advanceTimersByTimeAsync(86_400_000);
+    expect(pings(client)).toBe(0);
+    expect(events).toEqual(['subscribed']);
+    expect(client.streams).toHaveLength(1);
+    // Messages still arrive on a delivering stream, and stopping leaves no timer behind.
+    stream.delivering = true;
+    await client.publish(CHANNEL, 'other|k|key');
+    expect(messages).toEqual(['other|k|key']);
+    stop();
+    expect(stream.closed).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });

@@ -1,5 +1,5 @@
 import { Redis } from '@upstash/redis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createUpstashCache, type UpstashCacheOptions } from '../src/index.js';
 
 // Constructing a client sends nothing: these tests never reach a server.
@@ -47,6 +47,69 @@ describe('createUpstashCache options', () => {
     expect(create({ client, operationTimeout: 0 })).toThrow(RangeError);
     expect(create({ client, tombstoneTtl: -5 })).toThrow(/options\.tombstoneTtl/);
     expect(create({ client, pushWakeUp: 'yes' })).toThrow(/options\.pushWakeUp must be a boolean/);
+  });
+
+  it('names busLiveness and its fields at fault', () => {
+    expect(create({ client, busLiveness: 'off' })).toThrow(
+      new TypeError('options.busLiveness must be a boolean or { interval?, timeout? }; got string'),
+    );
+    expect(create({ client, busLiveness: null })).toThrow(/options\.busLiveness must be .*; got null/);
+    expect(create({ client, busLiveness: [] })).toThrow(/options\.busLiveness must be .*; got array/);
+    expect(create({ client, busLiveness: { intervall: 1_000 } })).toThrow(
+      new TypeError("options.busLiveness.intervall is not an option (did you mean 'interval'?)"),
+    );
+    expect(create({ client, busLiveness: { interval: 0 } })).toThrow(
+      new RangeError('options.busLiveness.interval must be at least 1ms; got 0'),
+    );
+    expect(create({ client, busLiveness: { interval: {} } })).toThrow(
+      new TypeError(
+        "options.busLiveness.interval must be a number of milliseconds or a string like '30s'; got object",
+      ),
+    );
+    expect(create({ client, busLiveness: { timeout: 'soon' } })).toThrow(
+      new RangeError(
+        "options.busLiveness.timeout must look like '250ms', '30s', '5m', '2h' or '1d'; got 'soon'",
+      ),
+    );
+    expect(create({ client, busLiveness: { timeout: -1 } })).toThrow(
+      new RangeError(
+        'options.busLiveness.timeout must be a finite, non-negative number of milliseconds; got -1',
+      ),
+    );
+    expect(create({ client, busLiveness: { timeout: Number.NaN } })).toThrow(RangeError);
+  });
+
+  it('refuses a bad busLiveness before sending anything', async () => {
+    /** A client that records the methods called, and never answers. */
+    const recording = () => {
+      const calls: string[] = [];
+      const record = (method: string) => (): Promise<never> => {
+        calls.push(method);
+        return new Promise(() => {});
+      };
+      const methods = ['get', 'set', 'eval', 'evalsha', 'publish', 'subscribe'] as const;
+      return { calls, client: Object.fromEntries(methods.map((method) => [method, record(method)])) };
+    };
+    const refused = recording();
+    const accepted = recording();
+    expect(create({ client: refused.client, busLiveness: { interval: '0s' } })).toThrow(RangeError);
+    create({ client: accepted.client, busLiveness: { interval: '1s' } })();
+    // The cache made sends its first request (the clock) at once; the refused one sent nothing.
+    await vi.waitFor(() => expect(accepted.calls).not.toEqual([]));
+    expect(refused.calls).toEqual([]);
+  });
+
+  it('takes busLiveness as a boolean or durations', () => {
+    const values: UpstashCacheOptions['busLiveness'][] = [
+      true,
+      false,
+      {},
+      { interval: '1m' },
+      { interval: 250, timeout: '2.5s' },
+    ];
+    for (const busLiveness of values) {
+      expect(createUpstashCache({ client, busLiveness }).bus).toBeDefined();
+    }
   });
 
   it('applies the defaults', () => {
