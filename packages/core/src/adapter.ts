@@ -19,6 +19,17 @@ export type {
   FillOutcome,
   MaybePromise,
 } from './cache.js';
+// The argument checks of a `Cache`'s own methods (key, entry, set options, tags, lock TTL), so that
+// every adapter refuses a bad direct call with the same message before it reads or writes anything.
+export {
+  checkCacheEntry,
+  checkCacheKey,
+  checkCacheSetOptions,
+  checkCacheWrite,
+  checkFillDoneArguments,
+  checkLockTtl,
+  checkTagList,
+} from './cache-arguments.js';
 export { type Duration, type DurationUnit, toMilliseconds, toPositiveMilliseconds } from './duration.js';
 export { changeEntry, createEntry, type EntryChanges } from './entry.js';
 export {

@@ -8,6 +8,13 @@ import type {
   FillLockAttempt,
   MaybePromise,
 } from './cache.js';
+import {
+  checkCacheKey,
+  checkCacheWrite,
+  checkFillDoneArguments,
+  checkLockTtl,
+  checkTagList,
+} from './cache-arguments.js';
 import { stillBefore } from './clock.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
@@ -69,6 +76,8 @@ export interface TieredCache extends Cache {
    * A fresh L1 entry synchronously (no remote command); otherwise the remote's entry, kept in L1.
    * When the remote read fails, an L1 copy still within its grace is returned instead. While the
    * bus has lost its subscription, every read asks the remote (L1 answers only when it fails).
+   * A `key` that is not a non-empty string is a `TypeError`, as a rejected promise (a miss may answer
+   * with a promise, so a caller handles one either way).
    */
   get(key: string): MaybePromise<CacheEntry | undefined>;
   /**
@@ -77,12 +86,15 @@ export interface TieredCache extends Cache {
    * dropped then). When the remote write fails, L1 is written anyway and the error is rethrown. A
    * direct write (`setValue`) the remote took whose bus message cannot be published rejects with a
    * `CacheBusError` (`code` `'E_STAMPEDE_BUS_UNHEARD'`); a fill's write never fails for the bus.
+   * Rejects with a `TypeError` naming the argument, writing nothing, when `key` is not a non-empty
+   * string, `entry` not a `CacheEntry` or `options` not a `CacheSetOptions` object.
    */
   set(key: string, entry: CacheEntry, options: CacheSetOptions): Promise<boolean>;
   /**
    * Deletes from the remote cache, then from L1, then tells the other replicas to evict the key;
    * rejects with a `CacheBusError` (`code` `'E_STAMPEDE_BUS_UNHEARD'`) when the remote deleted it
-   * but the bus message cannot be published.
+   * but the bus message cannot be published. Rejects with a `TypeError`, deleting nothing, when
+   * `key` is not a non-empty string.
    */
   delete(key: string): Promise<void>;
   /**
@@ -92,7 +104,8 @@ export interface TieredCache extends Cache {
    * locally, when the remote fails; rejects with a `CacheBusError` (`code`
    * `'E_STAMPEDE_BUS_UNHEARD'`), the remote and L1 invalidated, when the bus message cannot be
    * published. Call it through `invalidateTag(s)`, which also stops this process's fills in flight
-   * for tagged values from being written.
+   * for tagged values from being written. Rejects with a `TypeError`, invalidating nothing, when
+   * `tags` is not an array of non-empty strings.
    */
   invalidateTags?(tags: readonly string[]): Promise<void>;
   /**
@@ -716,6 +729,12 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     local,
     remote,
     get(key) {
+      // A miss answers with a promise: a bad key is refused the same way, never thrown.
+      try {
+        checkCacheKey(key);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       if (closed) return readRemote(key, undefined);
       let copy: MaybePromise<CacheEntry | undefined>;
       try {
@@ -728,9 +747,16 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       return afterPendingLocal(key, copy);
     },
     set(key, entry, setOptions) {
+      try {
+        checkCacheKey(key);
+        checkCacheWrite(entry, setOptions);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       return writeThrough(key, entry, setOptions, () => remote.set(key, entry, setOptions));
     },
     async delete(key) {
+      checkCacheKey(key);
       let failure: { error: unknown } | undefined;
       try {
         await remote.delete(key);
@@ -846,6 +872,7 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   if (typeof remote.invalidateTags === 'function') {
     const invalidateRemote = remote.invalidateTags.bind(remote);
     const invalidateTags = async (tags: readonly string[]): Promise<void> => {
+      checkTagList(tags);
       // The remote first: once it has answered, a miss of any replica refills from the source.
       await invalidateRemote(tags);
       invalidateLocalTags(tags);
@@ -860,7 +887,15 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     const commit = lock.commit.bind(lock);
     const tied: FillLock = {
       release: (outcome) => lock.release(outcome),
-      commit: (entry, setOptions) => writeThrough(key, entry, setOptions, () => commit(entry, setOptions)),
+      // Checked here, not only by the remote's commit: a commit the remote fails still lands in L1.
+      commit: (entry, setOptions) => {
+        try {
+          checkCacheWrite(entry, setOptions);
+        } catch (error) {
+          return Promise.reject(error);
+        }
+        return writeThrough(key, entry, setOptions, () => commit(entry, setOptions));
+      },
     };
     if (lock.extend !== undefined) {
       const extend = lock.extend.bind(lock);
@@ -872,6 +907,13 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     const tryAcquire = remote.tryAcquireFillLock.bind(remote);
     Object.assign(cache, {
       tryAcquireFillLock: (key: string, ttl: number): MaybePromise<FillLock | undefined> => {
+        // The remote's answer is a promise (or may be): so is the refusal.
+        try {
+          checkCacheKey(key);
+          checkLockTtl(ttl);
+        } catch (error) {
+          return Promise.reject(error);
+        }
         const lock = tryAcquire(key, ttl);
         return isThenable<FillLock | undefined>(lock)
           ? Promise.resolve(lock).then((held) => tiedLock(key, held))
@@ -886,6 +928,12 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
       });
       Object.assign(cache, {
         tryAcquireFillLockAndRead: (key: string, ttl: number): MaybePromise<FillLockAttempt> => {
+          try {
+            checkCacheKey(key);
+            checkLockTtl(ttl);
+          } catch (error) {
+            return Promise.reject(error);
+          }
           const attempt = tryAcquireAndRead(key, ttl);
           return isThenable<FillLockAttempt>(attempt)
             ? Promise.resolve(attempt).then((found) => tied(key, found))
@@ -895,10 +943,18 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
     }
   }
   if (remote.onFillDone !== undefined) {
-    const onFillDone = remote.onFillDone.bind(remote);
+    const listen = remote.onFillDone.bind(remote);
+    const onFillDone: NonNullable<Cache['onFillDone']> = (key, listener, ready) => {
+      checkFillDoneArguments(key, listener, ready);
+      return listen(key, listener, ready);
+    };
     Object.assign(cache, { onFillDone });
     if (remote.hearsFillDone !== undefined) {
-      const hearsFillDone = remote.hearsFillDone.bind(remote);
+      const hears = remote.hearsFillDone.bind(remote);
+      const hearsFillDone = (key: string): boolean => {
+        checkCacheKey(key);
+        return hears(key);
+      };
       Object.assign(cache, { hearsFillDone });
     }
   }

@@ -45,6 +45,14 @@ export const ADAPTER_ENTRY: readonly string[] = [
   // entries of the fixed shapes the hit path is fast on
   'changeEntry',
   'createEntry',
+  // the Cache methods' own argument checks
+  'checkCacheEntry',
+  'checkCacheKey',
+  'checkCacheSetOptions',
+  'checkCacheWrite',
+  'checkFillDoneArguments',
+  'checkLockTtl',
+  'checkTagList',
   // the never-older rule, errors and backend faults
   'checkKnownKeys',
   'kindOf',

@@ -1,5 +1,14 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
-import { changeEntry, checkKnownKeys, kindOf, reportWarning, shouldReplace } from '@stampede/core/adapter';
+import {
+  changeEntry,
+  checkCacheKey,
+  checkCacheWrite,
+  checkKnownKeys,
+  checkTagList,
+  kindOf,
+  reportWarning,
+  shouldReplace,
+} from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
 import { createLatestTimes } from './latest-times.js';
 
@@ -27,18 +36,25 @@ export interface MemoryCacheOptions {
 /** An in-process {@link Cache} on lru-cache. */
 export interface MemoryCache extends Cache {
   readonly name: string;
-  /** Reads synchronously: a hit never waits for a promise. */
+  /**
+   * Reads synchronously: a hit never waits for a promise.
+   * @throws TypeError when `key` is not a non-empty string
+   */
   get(key: string): CacheEntry | undefined;
   /**
    * Writes synchronously, unless a newer entry is already there or the key was deleted (or the
    * cache cleared) after `entry.createdAt`. An already expired entry (physical `ttl` of 0, or
    * `staleUntil` not after now) removes what is stored instead, unless that is newer.
    * @returns `false` when the write was refused, else `true`
+   * @throws TypeError (RangeError for a negative `entry.delta`) naming the argument when `key` is not
+   * a non-empty string, `entry` not a `CacheEntry` or `options` not a `CacheSetOptions` object;
+   * nothing is written then
    */
   set(key: string, entry: CacheEntry, options: CacheSetOptions): boolean;
   /**
    * Deletes synchronously. A fill that started before the delete cannot write its value back; one
    * that started in the same millisecond can (see the README, "Deletes and in-flight fills").
+   * @throws TypeError when `key` is not a non-empty string; nothing is deleted then
    */
   delete(key: string): void;
   /** The underlying `LRUCache`. */
@@ -52,6 +68,8 @@ export interface MemoryCache extends Cache {
    * of them and created at or before that time reads as a miss. Costs one map write per tag,
    * whatever the number of entries. `at` lets a cache in front of a remote one (tiered) apply an
    * invalidation made elsewhere at the time it was made.
+   * @throws TypeError when `tags` is not an array of non-empty strings or `at` not a number,
+   * RangeError when `at` is not finite; nothing is recorded then
    */
   invalidateTags(tags: readonly string[], at?: number): void;
 }
@@ -77,6 +95,13 @@ const NO_GET_OPTIONS: LRUCache.GetOptions<string, CacheEntry, unknown> = Object.
 const TTL_RESOLUTION_MS = 1_000;
 
 const MEMORY_OPTIONS: ReadonlySet<string> = new Set(['max', 'name', 'lru']);
+
+// `invalidateTags`'s `at`: a `NaN` record would invalidate nothing, an infinite one everything forever.
+function checkHeardAt(at: unknown): void {
+  if (at === undefined) return;
+  if (typeof at !== 'number') throw new TypeError(`at must be a number of milliseconds; got ${kindOf(at)}`);
+  if (!Number.isFinite(at)) throw new RangeError(`at must be a finite number of milliseconds; got ${at}`);
+}
 
 /**
  * An in-process cache on lru-cache. Values are stored as they are (no serialisation, so a hit is
@@ -175,17 +200,19 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       return lru.size;
     },
     get(key: string): CacheEntry | undefined {
+      // Also on the hit path: lru-cache would answer a number key as a miss, and an empty one too.
+      checkCacheKey(key);
       const entry = lru.get(key, NO_GET_OPTIONS);
       // Untagged entries (the common case) pay one property read.
       if (entry === undefined || entry.tags === undefined || !taggedOut(entry)) return entry;
       lru.delete(key);
       return undefined;
     },
-    set(
-      key: string,
-      given: CacheEntry,
-      { ttl, direct, renews, afterInvalidations }: CacheSetOptions,
-    ): boolean {
+    set(key: string, given: CacheEntry, options: CacheSetOptions): boolean {
+      // Before anything is read or written: a malformed entry would be stored and served.
+      checkCacheKey(key);
+      checkCacheWrite(given, options);
+      const { ttl, direct, renews, afterInvalidations } = options;
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
@@ -252,10 +279,14 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       return true;
     },
     delete(key: string): void {
+      checkCacheKey(key);
       lru.delete(key);
       deletions.record(key, Date.now());
     },
     invalidateTags(tags: readonly string[], heardAt?: number): void {
+      // A string would be read as the list of its characters.
+      checkTagList(tags);
+      checkHeardAt(heardAt);
       const at = heardAt ?? Date.now();
       const origin = heardAt === undefined ? ownTimes : heardTimes;
       // A direct write dated just past a record of one of its tags (see `set`) is covered by the

@@ -1,6 +1,10 @@
 import {
   type CacheEntry,
   type CacheSetOptions,
+  checkCacheKey,
+  checkCacheWrite,
+  checkLockTtl,
+  checkTagList,
   type FillAnnouncement,
   type FillLock,
   type FillLockAttempt,
@@ -54,7 +58,13 @@ export interface RedisProtocolCacheSettings {
   readonly createError: RedisProtocolErrorFactory;
 }
 
-/** The `Cache` operations every Redis-protocol binding shares. */
+/**
+ * The `Cache` operations every Redis-protocol binding shares. Each refuses bad arguments before it
+ * sends anything, rejecting with a `TypeError` (or `RangeError`) that names the argument: a key that
+ * is not a non-empty string, an entry that is not a `CacheEntry`, set options that are not a
+ * `CacheSetOptions` object, tags that are not an array of non-empty strings, a lock TTL that is not
+ * a finite number of ms of at least 1 (see the checks of `@stampede/core/adapter`).
+ */
 export interface RedisProtocolCache {
   /**
    * The entry for `key`, its times on this process's clock; a tombstone, an expired or an
@@ -246,16 +256,21 @@ export function createRedisProtocolCache(
       ? measured
       : (clock.floor ?? measured);
   // A lock on the value client can commit; on a separate lock client the write and the release go
-  // to two servers, one after the other.
+  // to two servers, one after the other. A commit's entry and options come from its caller: they are
+  // checked before anything is sent (the commit rejects, and `release` stays usable).
   const writer: FillLockWriter | undefined =
     context.lockClient === client
       ? {
-          args: writeArgs,
+          args: (key, entry, options) => {
+            checkCacheWrite(entry, options);
+            return writeArgs(key, entry, options);
+          },
           tagPrefix,
         }
       : undefined;
 
   const get = async (key: string): Promise<CacheEntry | undefined> => {
+    checkCacheKey(key);
     // Started before the GET so that, on first use, both travel together.
     const offset = clock.current();
     const sentAt = Date.now();
@@ -278,6 +293,8 @@ export function createRedisProtocolCache(
   return {
     get,
     async set(key, entry, options) {
+      checkCacheKey(key);
+      checkCacheWrite(entry, options);
       const ready = writeArgs(key, entry, options);
       const args = 'then' in ready ? await ready : ready;
       const { text, createdAt, px } = args;
@@ -294,6 +311,7 @@ export function createRedisProtocolCache(
       return !(wrote === 0 || wrote === '0');
     },
     async delete(key) {
+      checkCacheKey(key);
       const names = remoteKeys(prefix, key);
       // Where the locks live with the values, the tombstone lives as long as a fill's lock.
       const keys = writer === undefined ? [names.value] : [names.value, names.lock];
@@ -307,9 +325,16 @@ export function createRedisProtocolCache(
       return roundTripValue(value, serializer);
     },
     tryAcquireFillLock(key, ttl) {
+      try {
+        checkLockArguments(key, ttl);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       return acquireFillLock(context, key, ttl, writer);
     },
     async tryAcquireFillLockAndRead(key, ttl) {
+      // Before the two-server path's `get`, which would report a bad key as a read fault.
+      checkLockArguments(key, ttl);
       if (writer === undefined) {
         // Two servers: the lock and the read travel in parallel (one round-trip time).
         const [lock, entry] = await Promise.all([
@@ -352,6 +377,8 @@ export function createRedisProtocolCache(
       return { outcome: 'filled', announced: { holder, entry } };
     },
     async invalidateTags(tags) {
+      // A string would be invalidated character by character; an empty tag names the key `{}:tag`.
+      checkTagList(tags);
       // One script per tag: a tag's key is in its own slot in a Cluster (a few parallel calls),
       // with its stamp key (same slot): the record covers a `setValue` dated past Redis's time.
       await operations.keepAlive(
@@ -379,6 +406,12 @@ export function createRedisProtocolCache(
       return warmUp(context, () => clock.current());
     },
   };
+}
+
+/** A lock attempt's key and TTL. */
+function checkLockArguments(key: unknown, ttl: unknown): void {
+  checkCacheKey(key);
+  checkLockTtl(ttl);
 }
 
 // The header of a tagged envelope (`s1t|` or `s2t|`, with a `delta`): its createdAt (server clock)
