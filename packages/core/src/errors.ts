@@ -5,19 +5,69 @@ export type CacheFillErrorKind = 'fill' | 'fill_failed' | 'timeout';
 export const CACHE_FILL_ERROR_CODE = 'E_STAMPEDE_CACHE_FILL';
 
 /**
- * The `code` of the error `invalidate`, `invalidateTag(s)`, `setValue` and a tiered cache's `delete`
- * reject with when the remote took the change but its bus message could not be published (its
- * `name` is `'CacheBusError'`, its `cause` the publish's error): the other replicas were not told,
- * and their L1 copies may serve the old value until `localTtl`.
+ * The stable `code` every {@link CacheBusError} carries, for checks across package copies.
  */
-export const BUS_ERROR_CODE = 'E_STAMPEDE_BUS_UNHEARD';
+export const CACHE_BUS_ERROR_CODE = 'E_STAMPEDE_BUS_UNHEARD';
+
+/** @internal The same code under the name the tiered cache has used since it was written. */
+export const BUS_ERROR_CODE = CACHE_BUS_ERROR_CODE;
+
+/**
+ * The error `invalidate`, `invalidateTag(s)`, `setValue` and a tiered cache's `delete` reject with
+ * when the remote cache took the change but the tiered cache's invalidation bus could not tell the
+ * other replicas (its connection down or timing out): their L1 copies may serve the old value until
+ * `localTtl`. The change itself was made; repeat the call once the bus is back. `cause` is the
+ * publish's own error. A fill never fails for the bus.
+ *
+ * Use {@link isCacheBusError} rather than `instanceof` when more than one copy of
+ * `@stampede/core` may be installed.
+ *
+ * @example
+ * try {
+ *   await invalidateTag(cache, 'user:42');
+ * } catch (error) {
+ *   if (isCacheBusError(error)) scheduleRetry(); // the remote changed; the fleet was not told
+ *   else throw error;
+ * }
+ */
+export class CacheBusError extends Error {
+  /** Always `'CacheBusError'`. */
+  override readonly name = 'CacheBusError';
+  /** Always {@link CACHE_BUS_ERROR_CODE}. */
+  readonly code = CACHE_BUS_ERROR_CODE;
+}
+
+/**
+ * True when `error` is a {@link CacheBusError}, from this copy of `@stampede/core` or any other (it
+ * checks `name` and `code`, not only `instanceof`); `false` for anything else, whatever it is given.
+ */
+export function isCacheBusError(error: unknown): error is CacheBusError {
+  return isErrorOf(error, CacheBusError, 'CacheBusError', CACHE_BUS_ERROR_CODE);
+}
 
 /**
  * Whether `error` is a tiered cache's `CacheBusError`: the change was made, only its bus message
  * failed, and that failure was counted already (as a `publish` backend error).
  */
 export function isBusUnheard(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === BUS_ERROR_CODE;
+  return isCacheBusError(error);
+}
+
+// A type guard answers, whatever it is given: a Proxy whose traps throw is not one of ours.
+function isErrorOf(
+  error: unknown,
+  type: abstract new (...args: never[]) => Error,
+  name: string,
+  code: string,
+): boolean {
+  try {
+    if (error instanceof type) return true;
+    if (typeof error !== 'object' || error === null) return false;
+    const candidate = error as { name?: unknown; code?: unknown };
+    return candidate.name === name && candidate.code === code;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -64,27 +114,28 @@ export class CacheFillError extends Error {
  * (it checks `name` and `code`, not only `instanceof`).
  */
 export function isCacheFillError(error: unknown): error is CacheFillError {
-  // A type guard answers, whatever it is given: a Proxy whose traps throw is not one of ours.
-  try {
-    if (error instanceof CacheFillError) return true;
-    if (typeof error !== 'object' || error === null) return false;
-    const candidate = error as { name?: unknown; code?: unknown };
-    return candidate.name === 'CacheFillError' && candidate.code === CACHE_FILL_ERROR_CODE;
-  } catch {
-    return false;
-  }
+  return isErrorOf(error, CacheFillError, 'CacheFillError', CACHE_FILL_ERROR_CODE);
 }
 
 /** The message of whatever was thrown (an `Error`'s message, else its text), never itself throwing. */
 export function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message;
   if (typeof error === 'string') return error;
+  // Reading what was thrown runs its code (a `message` getter, a Proxy's traps, a `toString`): a
+  // throw there must not escape from the code that is handling the first error (a fill's failure
+  // whose callers would otherwise never settle, a listener's).
   try {
+    if (error instanceof Error) {
+      const message = error.message;
+      return typeof message === 'string' ? message : String(message);
+    }
     return String(error);
   } catch {
-    return 'fill failed';
+    return UNREADABLE_MESSAGE;
   }
 }
+
+/** What {@link messageOf} answers for a thrown value whose message cannot be read. */
+const UNREADABLE_MESSAGE = 'an error whose message could not be read';
 
 /** How a bad argument is named in a `TypeError`: `'null'`, or its `typeof`. */
 export function kindOf(value: unknown): string {

@@ -219,11 +219,18 @@ export function emit(event: StampedeEvent): void {
       continue;
     }
     // An async listener's rejection would otherwise be an unhandled rejection: the process ends.
-    if (
-      typeof returned === 'object' &&
-      returned !== null &&
-      typeof (returned as PromiseLike<unknown>).then === 'function'
-    ) {
+    // Asking whether it returned a promise runs its code too (a `then` getter, a Proxy's traps).
+    let thenable: boolean;
+    try {
+      thenable =
+        typeof returned === 'object' &&
+        returned !== null &&
+        typeof (returned as PromiseLike<unknown>).then === 'function';
+    } catch (error) {
+      listenerFailed(listener, event, 'returned a value whose `then` threw', error);
+      continue;
+    }
+    if (thenable) {
       Promise.resolve(returned).then(undefined, (error: unknown) =>
         listenerFailed(listener, event, 'rejected', error),
       );

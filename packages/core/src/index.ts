@@ -17,9 +17,12 @@ export type {
 export type { CheckValue } from './check-value.js';
 export type { Duration, DurationUnit } from './duration.js';
 export {
+  CACHE_BUS_ERROR_CODE,
   CACHE_FILL_ERROR_CODE,
+  CacheBusError,
   CacheFillError,
   type CacheFillErrorKind,
+  isCacheBusError,
   isCacheFillError,
 } from './errors.js';
 export {

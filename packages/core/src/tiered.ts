@@ -19,7 +19,7 @@ import { stillBefore } from './clock.js';
 import { type Duration, toPositiveMilliseconds } from './duration.js';
 import { changeEntry } from './entry.js';
 import { decodeTag, encodeTag } from './envelope.js';
-import { BUS_ERROR_CODE, checkKnownKeys, kindOf, messageOf } from './errors.js';
+import { BUS_ERROR_CODE, CacheBusError, checkKnownKeys, kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { hasWork, idleTimeout, type WhenIdleOptions, whenIdle } from './idle.js';
 import { type CacheState, existingState } from './registry.js';
@@ -454,12 +454,10 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
             .split(',')
             .map((tag) => `'${decodeTag(tag)}'`)
             .join(', ')}`;
-    const error = new Error(
+    return new CacheBusError(
       `tiered cache '${name}': the remote cache was changed (${what}), but the invalidation bus could not tell the other replicas (${messageOf(cause)}): their L1 copies may serve the old value for up to localTtl (${localTtl} ms). Repeat the call once the bus is back.`,
       { cause },
     );
-    error.name = 'CacheBusError';
-    return Object.assign(error, { code: BUS_ERROR_CODE });
   };
   const publishEviction = (key: string, confirm = false): Promise<void> =>
     send(EVICT_KEY, encodeTag(key), key, confirm);

@@ -3,7 +3,9 @@
 
 /** `@stampede/core` (both its `node` and its runtime-neutral build): the users' API. */
 export const MAIN_ENTRY: readonly string[] = [
+  'CACHE_BUS_ERROR_CODE',
   'CACHE_FILL_ERROR_CODE',
+  'CacheBusError',
   'CacheFillError',
   'STAT_NAMES',
   'configure',
@@ -15,6 +17,7 @@ export const MAIN_ENTRY: readonly string[] = [
   'invalidate',
   'invalidateTag',
   'invalidateTags',
+  'isCacheBusError',
   'isCacheFillError',
   'jitteredTtl',
   'onStampedeEvent',

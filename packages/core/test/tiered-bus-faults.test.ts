@@ -5,12 +5,14 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   type Cache,
+  CacheBusError,
   createTieredCache,
   getOrComputeWith,
   getValue,
   inFlightCount,
   invalidate,
   invalidateTag,
+  isCacheBusError,
   onStampedeEvent,
   resetStats,
   setValue,
@@ -221,6 +223,8 @@ describe('a change whose bus message cannot be published', () => {
       off();
       expect(failed?.name).toBe('CacheBusError');
       expect(failed?.code).toBe(BUS_ERROR_CODE);
+      expect(failed).toBeInstanceOf(CacheBusError);
+      expect(isCacheBusError(failed)).toBe(true);
       expect(failed?.message).toMatch(/remote cache was changed.*localTtl \(60000 ms\)/);
       expect((failed?.cause as Error | undefined)?.message).toBe('publish timed out');
       // Counted once, as the failed publish (the core does not count the call's failure again).
