@@ -89,7 +89,7 @@ describe('a listener whose failure cannot be read', () => {
         throw new Error('then getter');
       },
     });
-    const offBad = onStampedeEvent(() => returned as undefined);
+    const offBad = onStampedeEvent(() => returned as unknown as undefined);
     const offGood = onStampedeEvent((event) => {
       seen.push(event.type);
     });
