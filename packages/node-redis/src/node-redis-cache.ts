@@ -230,6 +230,9 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
       subscribe: (handlers) => notifier.subscribeBus(handlers),
     },
     async close(options) {
+      // Lock releases that failed on a fault and wait to be sent again are sent now, once, as their
+      // last attempt: nothing of this cache runs after close() resolves.
+      await context.releaseRetries.settle();
       await whenIdle(nodeRedisCache, options);
       notifier.close();
     },

@@ -1,6 +1,7 @@
 import { createServerAccess, isScriptingUnavailable, type ServerAccess } from './access.js';
 import type { RedisProtocolClient } from './client.js';
 import type { OperationRunner } from './operation.js';
+import { createReleaseRetries, type ReleaseRetries } from './release-retry.js';
 import { createScriptRunner, type ScriptRunner } from './scripts.js';
 
 /** What the parts of one Redis-protocol cache share. */
@@ -23,6 +24,12 @@ export interface RedisProtocolContext {
   readonly runLockScript: ScriptRunner;
   /** What the Redis user was found allowed to do (scripts, PUBLISH). */
   readonly access: ServerAccess;
+  /**
+   * The background retries of this cache's lock releases that failed on a fault. A binding's
+   * `close()` calls `releaseRetries.settle()` first: each pending retry makes its last attempt at
+   * once, and none runs after `close()` resolved.
+   */
+  readonly releaseRetries: ReleaseRetries;
 }
 
 /**
@@ -67,5 +74,6 @@ export function createRedisProtocolContext(
     lockClient: separate ? lockClient : client,
     runLockScript: separate ? watched(createScriptRunner(lockClient), access) : runScript,
     access,
+    releaseRetries: createReleaseRetries(),
   };
 }

@@ -5,11 +5,10 @@ import type {
   FillOutcome,
   MaybePromise,
 } from '@stampede/core/adapter';
-import { kindOf } from '@stampede/core/adapter';
+import { checkLockTtl, kindOf } from '@stampede/core/adapter';
 import { isPermissionError } from './access.js';
 import type { RedisProtocolContext } from './context.js';
 import { ANNOUNCED_VALUE_LIMIT, pxArgument, remoteKeys, type WriteGuardArgs } from './layout.js';
-import { retryRelease } from './release-retry.js';
 import { COMMIT_SCRIPT, EXTEND_SCRIPT, type LuaScript, RELEASE_SCRIPT } from './scripts.js';
 import { randomToken } from './web-crypto.js';
 
@@ -37,19 +36,24 @@ export interface FillLockWriter {
 
 /**
  * The handle of a lock on `key` held with `token` (on the context's lock client). `release` deletes
- * the lock only if `token` still owns it and announces the outcome on the key's channel in the same
- * script (even when the lock had lapsed: the fill did end, and waiters re-check either way); it is
- * handed to `waitUntil`. Once Redis has refused the PUBLISH, releases stop announcing.
+ * the lock only if `token` still owns it and then announces the outcome on the key's channel in the
+ * same script; it is handed to `waitUntil`. A release whose lock lapsed and was taken by another
+ * holder announces nothing: the waiters on the key now wait for that one, and a late release (a
+ * retry after a fault) would only wake them to a read for nothing (a lapsed lock nobody holds is
+ * announced: its waiters may take it at once). Once Redis has refused the PUBLISH, releases stop
+ * announcing.
  *
  * With `writer` (the lock lives with the values), the handle also has `commit`: the write guard, the
  * compare-and-delete of the lock and the announcement in one script ({@link COMMIT_SCRIPT}); the
  * announcement carries the stored text up to {@link ANNOUNCED_VALUE_LIMIT} bytes, naming `token` as
- * its holder. A commit that fails leaves `release` usable.
+ * its holder, and is sent unless another holder has the lock and the commit stored nothing (a stored
+ * value is a fresh entry the waiters can read, whoever holds the lock now). A commit that fails leaves `release` usable.
  *
  * A release that fails on a fault (an error or a time-out; not a permission refusal) is reported
- * once (`backend-error`, operation `release`) and sent again in the background ({@link
- * retryRelease}) until it lands or the lock would have lapsed; `release` resolves only then, so
- * `whenIdle` and `waitUntil` cover the retries (the fill's callers have their value already). A
+ * once (`backend-error`, operation `release`) and sent again in the background (the context's
+ * `releaseRetries`) until it lands or the lock would have lapsed; `release` resolves only then, so
+ * `whenIdle` and `waitUntil` cover the retries (the fill's callers have their value already).
+ * Closing the cache (`releaseRetries.settle()`) makes each pending retry's last attempt at once. A
  * commit that fails is not sent again as a write: the core reports it (`set`) and calls `release`
  * with `'filled'`, which frees the lock, retried like any release, and wakes the waiters, who read
  * the key and fill it themselves if the write did not land. The lock is what holds the fleet up.
@@ -104,7 +108,7 @@ export function fillLockHandle(
       if (isPermissionError(error)) throw error;
       operations.report('release', key, error);
     }
-    await retryRelease({
+    await context.releaseRetries.retry({
       attempt: () => releaseOnce(outcome),
       lapsesBy,
       settled: () => landedLate || !access.scripts,
@@ -122,6 +126,8 @@ export function fillLockHandle(
       await operations.keepAlive(releaseOrRetry(outcome));
     },
     async extend(ttl: number): Promise<boolean> {
+      // NaN would fail inside the script, naming nothing; 0 or less would end the lock at once.
+      checkLockTtl(ttl);
       if (released) return false;
       let held: unknown;
       try {
@@ -194,10 +200,21 @@ export function fillLockHandle(
 }
 
 /**
+ * Releases a lock granted to a call that had already timed out (nobody fills under it), as any
+ * holder's release: announced as `failed`, so a replica that lost to it contends again at once, and
+ * sent again on a fault (before, one attempt: a fault left the lock blocking the fleet for its TTL).
+ */
+function releaseLateGrant(context: RedisProtocolContext, key: string, token: string, ttl: number): void {
+  Promise.resolve(fillLockHandle(context, key, token, undefined, ttl).release('failed')).catch(() => {
+    // Refused (the script runner warns of it): it lapses after its TTL.
+  });
+}
+
+/**
  * `SET <lock> <random token> NX PX <ttl>`: the lock, or `undefined` when another holder has it. A
  * grant that answers only after `operationTimeout` (the command sat in an offline queue, or the
- * server was slow) is released at once, so a lock nobody knows about never blocks the fleet for a
- * whole `lockTtl`.
+ * server was slow) is released at once, a failed release retried as any other, so a lock nobody
+ * knows about never blocks the fleet for a whole `lockTtl`.
  */
 export async function acquireFillLock(
   context: RedisProtocolContext,
@@ -205,18 +222,15 @@ export async function acquireFillLock(
   ttl: number,
   writer?: FillLockWriter,
 ): Promise<FillLock | undefined> {
-  const { lock, channel } = remoteKeys(context.prefix, key);
+  checkLockTtl(ttl);
+  const { lock } = remoteKeys(context.prefix, key);
   const token = randomToken();
   const granted = await context.operations.call(
     'lock',
     key,
     () => context.lockClient.setIfAbsent(lock, token, pxArgument(ttl)),
     (late) => {
-      if (late === 'OK') {
-        context.runLockScript(RELEASE_SCRIPT, [lock, channel], [token, '']).catch(() => {
-          // It lapses after its TTL anyway.
-        });
-      }
+      if (late === 'OK') releaseLateGrant(context, key, token, ttl);
     },
   );
   return granted === 'OK' ? fillLockHandle(context, key, token, writer, ttl) : undefined;
@@ -235,7 +249,7 @@ export interface LockAndRead {
 /**
  * The lock attempt and the read of the entry in one script (`script`, {@link
  * LOCK_AND_READ_SCRIPT}), on the value client (the lock lives there). A grant that answers only after
- * `operationTimeout` is released at once, as {@link acquireFillLock} does.
+ * `operationTimeout` is released at once (and retried on a fault), as {@link acquireFillLock} does.
  */
 export async function acquireFillLockAndRead(
   context: RedisProtocolContext,
@@ -244,18 +258,16 @@ export async function acquireFillLockAndRead(
   script: LuaScript,
   writer: FillLockWriter,
 ): Promise<LockAndRead> {
-  const { value, lock, channel } = remoteKeys(context.prefix, key);
+  checkLockTtl(ttl);
+  const { value, lock } = remoteKeys(context.prefix, key);
   const token = randomToken();
   const reply = await context.operations.call(
     'lock',
     key,
     () => context.runScript(script, [value, lock], [token, pxArgument(ttl), writer.tagPrefix]),
+    // The lock lives with the values here (`writer`): the lock client's runner is this one.
     (late) => {
-      if (granted(late)) {
-        context.runScript(RELEASE_SCRIPT, [lock, channel], [token, '']).catch(() => {
-          // It lapses after its TTL anyway.
-        });
-      }
+      if (granted(late)) releaseLateGrant(context, key, token, ttl);
     },
   );
   const [, holder, stored] = Array.isArray(reply) ? (reply as unknown[]) : [];

@@ -100,6 +100,7 @@ export {
   UNDECODABLE_STREAK,
   type UndecodableWatch,
 } from './refused-writes.js';
+export type { ReleaseRetries } from './release-retry.js';
 export type { RedisProtocolCacheMembers } from './remote-cache.js';
 export {
   COMMIT_SCRIPT,

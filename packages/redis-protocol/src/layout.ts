@@ -594,12 +594,19 @@ export function createServerClock(
 /**
  * Lua: KEYS[1] lock key, KEYS[2] channel; ARGV[1] token, ARGV[2] outcome ('' for none). Deletes the
  * lock only if the token still owns it, then announces the outcome on the channel: one round trip,
- * so waiters hear of the fill as soon as the lock is free.
+ * so waiters hear of the fill as soon as the lock is free. A token whose lock lapsed and was taken by
+ * another holder announces nothing: the waiters are waiting for that holder now, and a late release
+ * (a retry after a fault) would wake them to a read for nothing. One whose lock lapsed and is free
+ * still announces: its waiters may take it at once instead of at their next poll. Returns 1 when it
+ * deleted the lock, else 0.
  */
 export const RELEASE_LOCK_LUA = `
+local holder = redis.call('GET', KEYS[1])
 local released = 0
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if holder == ARGV[1] then
   released = redis.call('DEL', KEYS[1])
+elseif holder then
+  return 0
 end
 if ARGV[2] ~= '' then redis.call('PUBLISH', KEYS[2], ARGV[2]) end
 return released
@@ -685,6 +692,12 @@ export const ANNOUNCED_PREFIX = 'filled|';
  * the written entry or the newer one that refused it, tags checked) when that fits in ARGV[8] bytes
  * and is on one line (Upstash's pub/sub is a line-based stream: a serializer's line break would cut
  * the message there), else the bare `filled`. Returns 1 when written, 0 when refused.
+ *
+ * It announces unless its lock lapsed and was taken by another holder while it neither stored a
+ * value: a holder whose lock was taken since still announces a value it stored (the key holds a
+ * fresh entry now, and the other holder's waiters, hearing a holder not theirs, read it and are done
+ * before that fill ends); having stored nothing (its write refused, or a removal), it announces
+ * nothing, as {@link RELEASE_LOCK_LUA} does: those waiters would only read and contend for nothing.
  */
 export const COMMIT_LUA = `
 ${VISIBLE_LUA}
@@ -692,8 +705,9 @@ local function write()
 ${writeGuardLua(7)}
 end
 local wrote = write()
-if redis.call('GET', KEYS[2]) == ARGV[5] then redis.call('DEL', KEYS[2]) end
-if ARGV[6] ~= '' then
+local holder = redis.call('GET', KEYS[2])
+if holder == ARGV[5] then redis.call('DEL', KEYS[2]) end
+if ARGV[6] ~= '' and (holder == ARGV[5] or not holder or (wrote == 1 and ARGV[1] ~= '')) then
   local message = ARGV[6]
   local v = redis.call('GET', KEYS[1])
   if v and #v <= tonumber(ARGV[8]) and string.sub(v, 1, 2) ~= 't|' and not string.find(v, '[\\r\\n]')

@@ -2,11 +2,14 @@ import { type BackendErrorEvent, onStampedeEvent } from '@stampede/core';
 import type { CacheEntry } from '@stampede/core/adapter';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  acquireFillLock,
+  acquireFillLockAndRead,
   COMMIT_LUA,
   createOperationRunner,
   createRedisProtocolContext,
   type FillLockWriter,
   fillLockHandle,
+  LOCK_AND_READ_SCRIPT,
   RELEASE_LOCK_LUA,
   type RedisProtocolClient,
   RedisProtocolError,
@@ -55,20 +58,29 @@ function scriptedClient(answer: (sent: Sent, index: number) => Promise<unknown>)
   return { client, sent };
 }
 
-function handleOn(
-  client: RedisProtocolClient,
-  options: { lease?: number; writer?: FillLockWriter; waitUntil?: (promise: Promise<unknown>) => void } = {},
-) {
+function contextOn(client: RedisProtocolClient, waitUntil?: (promise: Promise<unknown>) => void) {
   const operations = createOperationRunner({
     name: 'release-retry-test',
     label: 'test',
     operationTimeout: OPERATION_TIMEOUT,
     createError,
-    waitUntil: options.waitUntil,
+    waitUntil,
   });
-  const context = createRedisProtocolContext(client, 'rr:', operations);
+  return createRedisProtocolContext(client, 'rr:', operations);
+}
+
+function handleOn(
+  client: RedisProtocolClient,
+  options: { lease?: number; writer?: FillLockWriter; waitUntil?: (promise: Promise<unknown>) => void } = {},
+) {
+  const context = contextOn(client, options.waitUntil);
   return { context, lock: fillLockHandle(context, 'k', 'token-1', options.writer, options.lease ?? 10_000) };
 }
+
+const writer: FillLockWriter = {
+  args: () => ({ text: 's2|entry', createdAt: '1000000', px: '60000' }),
+  tagPrefix: 'rr:',
+};
 
 /** Whether `promise` has settled, read after the microtasks of a timer advance. */
 function watch(promise: Promise<unknown>) {
@@ -243,11 +255,6 @@ describe('a commit that fails on a fault', () => {
     freshUntil: 1_060_000,
     staleUntil: 1_060_000,
   };
-  const writer: FillLockWriter = {
-    args: () => ({ text: 's2|entry', createdAt: '1000000', px: '60000' }),
-    tagPrefix: 'rr:',
-  };
-
   it('is not sent again as a write: the release that follows it (as the core calls it) is retried, announcing filled', async () => {
     const { client, sent } = scriptedClient(async (call, index) => {
       if (call.script === 'commit' || index < 3) throw busy();
@@ -289,5 +296,150 @@ describe('a commit that fails on a fault', () => {
     expect(released.settled).toBe(true);
     // The release tried once (and failed); the commit had landed meanwhile, so no retry.
     expect(sent.map((each) => each.script)).toEqual(['commit', 'release']);
+  });
+});
+
+describe('a lock granted after its time-out', () => {
+  // Before, such a grant was released once, and a fault left it held for its whole TTL: every
+  // replica's next call on the key waited out lockWaitTimeout for a lock nobody used.
+  const late = <T>(value: T) =>
+    new Promise<T>((resolve) => setTimeout(() => resolve(value), OPERATION_TIMEOUT + 10));
+
+  it('SET NX: is released as failed, and the release sent again on a fault like any other', async () => {
+    let releases = 0;
+    const { client: scripted, sent } = scriptedClient(async () => {
+      if (releases++ < 2) throw busy();
+      return 1;
+    });
+    let token = '';
+    const client: RedisProtocolClient = {
+      ...scripted,
+      setIfAbsent: (_key, value) => {
+        token = value;
+        return late('OK');
+      },
+    };
+    const start = Date.now();
+    const rejected = expect(acquireFillLock(contextOn(client), 'k', 10_000)).rejects.toThrow(
+      /did not answer/,
+    );
+    await vi.advanceTimersByTimeAsync(OPERATION_TIMEOUT);
+    await rejected;
+    await vi.advanceTimersByTimeAsync(10 + 150);
+    const answered = start + OPERATION_TIMEOUT + 10;
+    // Announced as failed: no fill ran under it, and a replica that lost to it contends again at once.
+    expect(sent.map((each) => [each.script, each.at - answered, each.args])).toEqual([
+      ['release', 0, [token, 'failed']],
+      ['release', 50, [token, 'failed']],
+      ['release', 150, [token, 'failed']],
+    ]);
+    expect(events.map((event) => [event.operation, event.key])).toEqual([['release', 'k']]);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(sent).toHaveLength(3);
+  });
+
+  it('lock and read in one script: the same', async () => {
+    let releases = 0;
+    const { client, sent } = scriptedClient((call) => {
+      if (call.script === 'other') return late([1, call.args[0], null]);
+      return releases++ < 2 ? Promise.reject(busy()) : Promise.resolve(1);
+    });
+    const start = Date.now();
+    const rejected = expect(
+      acquireFillLockAndRead(contextOn(client), 'k', 10_000, LOCK_AND_READ_SCRIPT, writer),
+    ).rejects.toThrow(/did not answer/);
+    await vi.advanceTimersByTimeAsync(OPERATION_TIMEOUT);
+    await rejected;
+    await vi.advanceTimersByTimeAsync(10 + 150);
+    const answered = start + OPERATION_TIMEOUT + 10;
+    const token = sent[0]?.args[0];
+    expect(sent.map((each) => [each.script, each.at - answered, each.args])).toEqual([
+      ['other', -(OPERATION_TIMEOUT + 10), [token, '10000', 'rr:']],
+      ['release', 0, [token, 'failed']],
+      ['release', 50, [token, 'failed']],
+      ['release', 150, [token, 'failed']],
+    ]);
+    expect(events.map((event) => [event.operation, event.key])).toEqual([['release', 'k']]);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(sent).toHaveLength(4);
+  });
+});
+
+describe('settling the retries (what close() does)', () => {
+  it('sends a pending retry at once, as the last one, and release() settles with it', async () => {
+    const { client, sent } = scriptedClient(async () => {
+      throw busy();
+    });
+    const { lock, context } = handleOn(client, { lease: 60_000 });
+    const start = Date.now();
+    const released = watch(Promise.resolve(lock.release('failed')));
+    // Attempts at 0, 50, 150, 350, 750; the next would come at 1,550.
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(sent.map((each) => each.at - start)).toEqual([0, 50, 150, 350, 750]);
+    const settled = watch(context.releaseRetries.settle());
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent.map((each) => each.at - start)).toEqual([0, 50, 150, 350, 750, 1_000]);
+    expect(settled).toEqual({ settled: true, error: undefined });
+    expect(released).toEqual({ settled: true, error: undefined });
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(sent).toHaveLength(6);
+    expect(events).toHaveLength(1);
+  });
+
+  it('the last attempt lands: settle() resolves once it has', async () => {
+    let healthy = false;
+    const { client, sent } = scriptedClient(
+      () => new Promise((resolve, reject) => setTimeout(() => (healthy ? resolve(1) : reject(busy())), 20)),
+    );
+    const { lock, context } = handleOn(client, { lease: 60_000 });
+    const released = watch(Promise.resolve(lock.release('filled')));
+    await vi.advanceTimersByTimeAsync(500);
+    healthy = true;
+    const count = sent.length;
+    const settled = watch(context.releaseRetries.settle());
+    await vi.advanceTimersByTimeAsync(19);
+    expect(sent).toHaveLength(count + 1);
+    expect(settled.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(settled).toEqual({ settled: true, error: undefined });
+    expect(released).toEqual({ settled: true, error: undefined });
+  });
+
+  it('an attempt in flight when settle() is called is the last one', async () => {
+    // Each attempt answers BUSY 100 ms after it is sent.
+    const { client, sent } = scriptedClient(
+      () => new Promise((_, reject) => setTimeout(() => reject(busy()), 100)),
+    );
+    const { lock, context } = handleOn(client, { lease: 60_000 });
+    const start = Date.now();
+    const released = watch(Promise.resolve(lock.release('failed')));
+    // The first attempt failed at 100, the retry went out at 150 and is in flight.
+    await vi.advanceTimersByTimeAsync(160);
+    expect(sent.map((each) => each.at - start)).toEqual([0, 150]);
+    const settled = watch(context.releaseRetries.settle());
+    await vi.advanceTimersByTimeAsync(90);
+    expect(settled).toEqual({ settled: true, error: undefined });
+    expect(released).toEqual({ settled: true, error: undefined });
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(sent).toHaveLength(2);
+  });
+
+  it('a release that fails afterwards is tried once more at once, then left to lapse', async () => {
+    const { client, sent } = scriptedClient(async () => {
+      throw busy();
+    });
+    const { lock, context } = handleOn(client, { lease: 60_000 });
+    // Nothing pending: at once.
+    const settled = watch(context.releaseRetries.settle());
+    await vi.advanceTimersByTimeAsync(0);
+    expect(settled).toEqual({ settled: true, error: undefined });
+    const start = Date.now();
+    const released = watch(Promise.resolve(lock.release('failed')));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent.map((each) => each.at - start)).toEqual([0, 0]);
+    expect(released).toEqual({ settled: true, error: undefined });
+    expect(events).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(sent).toHaveLength(2);
   });
 });

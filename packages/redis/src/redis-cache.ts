@@ -235,6 +235,9 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       subscribe: (handlers) => notifier.subscribeBus(handlers),
     },
     async close(options) {
+      // Lock releases that failed on a fault and wait to be sent again are sent now, once, as their
+      // last attempt: nothing of this cache runs after close() resolves.
+      await context.protocol.releaseRetries.settle();
       await whenIdle(redisCache, options);
       await notifier.close();
     },

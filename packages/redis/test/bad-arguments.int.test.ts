@@ -324,3 +324,21 @@ describe("a lock's commit", () => {
     expect((await cache.get('kept'))?.value).toBe('newer');
   });
 });
+
+describe("a lock's extend", () => {
+  it.each([
+    ['a NaN ttl', Number.NaN, RangeError, 'ttl'],
+    ['a zero ttl', 0, RangeError, 'ttl'],
+    ['a string ttl', '5s', TypeError, 'ttl must be a finite number of milliseconds (at least 1); got string'],
+  ] as const)('rejects %s, naming it, and leaves the lock as it was', async (_, ttl, type, message) => {
+    const lock = (await cache.tryAcquireFillLock?.('extended', 5_000)) as FillLock;
+    const lockKey = `${prefix}{extended}:lock`;
+    const before = await client.pttl(lockKey);
+    await rejects(() => (lock.extend as Loose)(ttl), type, message);
+    // Not shortened (0 or NaN used to end the lock at once or fail in the script).
+    expect(await client.pttl(lockKey)).toBeGreaterThan(before - 1_000);
+    expect(await lock.extend?.(10_000)).toBe(true);
+    expect(await client.pttl(lockKey)).toBeGreaterThan(5_000);
+    await lock.release('failed');
+  });
+});

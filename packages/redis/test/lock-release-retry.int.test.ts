@@ -1,7 +1,15 @@
 import { type BackendErrorEvent, getOrComputeWith, onStampedeEvent, whenIdle } from '@stampede/core';
-import { type RedisServer, randomPrefix, startRedisServer, type Worker } from '@stampede/test-support';
+import { fillLockHandle } from '@stampede/redis-protocol';
+import {
+  type RedisServer,
+  randomPrefix,
+  startRedisServer,
+  type Worker,
+  waitFor,
+} from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContext } from '../src/context.js';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
 import { herd, startReplicas, stopWorkers } from './helpers.js';
 
@@ -208,5 +216,108 @@ describe("a fill lock whose release fails on a moment's fault (Redis answering B
     } finally {
       await stopWorkers(other);
     }
+  });
+});
+
+describe('a fill lock granted after its time-out', () => {
+  // The grant's command waits out a `CLIENT PAUSE WRITE` (past operationTimeout, so the caller has
+  // given up on it) and lands when the pause ends; the server then runs a script queued behind it
+  // past `lua-time-limit`, so the release of that unused lock is answered BUSY. Before, it was sent
+  // once and the lock lived out its TTL (a minute here).
+  const started: RedisCache[] = [];
+  afterAll(async () => {
+    await Promise.all(started.map((cache) => cache.close()));
+  });
+
+  async function grantedLate(name: string, acquire: (cache: RedisCache) => Promise<unknown>) {
+    const cache = createRedisCache({ client, prefix, name, operationTimeout: 200, pushWakeUp: false });
+    started.push(cache);
+    // Warmed up (scripts loaded, clock measured) before the pause: only the grant waits it out.
+    await cache.get('warm');
+    await admin.client('PAUSE', 600, 'WRITE');
+    const refused = expect(acquire(cache)).rejects.toThrow(/did not answer within 200ms/);
+    await waitFor(async () => /blocked_clients:[1-9]/.test(await admin.info('clients')), {
+      message: 'the grant to wait out the pause',
+    });
+    // Queued behind the grant: it runs right after it, before the grant's release comes in.
+    const fault = await busyServer(values.url);
+    try {
+      await refused;
+      await releaseFailed(name);
+    } finally {
+      await fault.end();
+    }
+  }
+
+  it('SET NX: the release is retried once the server serves again', async () => {
+    const key = 'late-grant';
+    await grantedLate('late-grant', (cache) => cache.tryAcquireFillLock?.(key, 60_000) as Promise<unknown>);
+    await waitFor(async () => (await admin.exists(redisKeys(prefix, key).lock)) === 0, {
+      message: 'the late grant to be released',
+    });
+    expect(faultsOf('late-grant')).toEqual(['release']);
+  });
+
+  it('lock and read in one script: the same', async () => {
+    const key = 'late-grant-read';
+    await grantedLate(
+      'late-grant-read',
+      (cache) => cache.tryAcquireFillLockAndRead?.(key, 60_000) as Promise<unknown>,
+    );
+    await waitFor(async () => (await admin.exists(redisKeys(prefix, key).lock)) === 0, {
+      message: 'the late grant to be released',
+    });
+    expect(faultsOf('late-grant-read')).toEqual(['release']);
+  });
+});
+
+describe('settling the retries of failed releases (what close() does)', () => {
+  /** A lock on `key` held with a token of the test's own, and its handle on a fresh context. */
+  async function heldLock(name: string, key: string) {
+    const context = createContext(client, name, prefix, 1_000);
+    const lockKey = redisKeys(prefix, key).lock;
+    await admin.set(lockKey, `${name}-token`, 'PX', 60_000);
+    return {
+      context,
+      lockKey,
+      lock: fillLockHandle(context.protocol, key, `${name}-token`, undefined, 60_000),
+    };
+  }
+
+  it('a fault that outlasts the last attempt: the retries stop, and release() settles, while the server is still busy', async () => {
+    const { context, lockKey, lock } = await heldLock('settle-busy', 'settle-busy');
+    const fault = await busyServer(values.url);
+    try {
+      let released = false;
+      void Promise.resolve(lock.release('failed')).then(() => {
+        released = true;
+      });
+      await releaseFailed('settle-busy');
+      await context.protocol.releaseRetries.settle();
+      // The release's own continuations, no I/O: all run before the next macrotask.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(released).toBe(true);
+    } finally {
+      await fault.end();
+    }
+    // Not released: nothing was sent after the last attempt (the lock lapses after its TTL).
+    expect(await admin.get(lockKey)).toBe('settle-busy-token');
+    expect(faultsOf('settle-busy')).toEqual(['release']);
+    await admin.del(lockKey);
+  });
+
+  it('the server serves again: the last attempt, sent at once, releases the lock before settle() resolves', async () => {
+    const { context, lockKey, lock } = await heldLock('settle-back', 'settle-back');
+    const fault = await busyServer(values.url);
+    const release = lock.release('filled');
+    try {
+      await releaseFailed('settle-back');
+    } finally {
+      await fault.end();
+    }
+    await context.protocol.releaseRetries.settle();
+    expect(await admin.get(lockKey)).toBeNull();
+    await release;
+    expect(faultsOf('settle-back')).toEqual(['release']);
   });
 });
