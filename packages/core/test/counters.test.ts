@@ -19,7 +19,7 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-/** The identities of the README, checked on a snapshot once nothing is in flight. */
+/** The identities of docs/core.md ("Counter identities"), checked on a snapshot once nothing is in flight. */
 function expectIdentities(s: StampedeStats, calls: number): void {
   expect(s.hits + s.staleHits + s.misses + s.abortedReads).toBe(calls);
   expect(s.misses - s.coalescedWaits + s.backgroundRefreshes).toBe(
