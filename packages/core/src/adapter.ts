@@ -22,6 +22,8 @@ export type {
 // The argument checks of a `Cache`'s own methods (key, entry, set options, tags, lock TTL), so that
 // every adapter refuses a bad direct call with the same message before it reads or writes anything.
 export {
+  checkBusHandlers,
+  checkBusMessage,
   checkCacheEntry,
   checkCacheKey,
   checkCacheSetOptions,

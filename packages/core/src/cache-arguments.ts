@@ -1,4 +1,4 @@
-import type { CacheEntry, CacheSetOptions } from './cache.js';
+import type { CacheBus, CacheBusHandlers, CacheEntry, CacheSetOptions } from './cache.js';
 import { toPositiveMilliseconds } from './duration.js';
 import { kindOf } from './errors.js';
 import { toTags } from './tags.js';
@@ -154,5 +154,40 @@ export function checkFillDoneArguments(key: unknown, listener: unknown, ready?: 
   }
   if (ready !== undefined && typeof ready !== 'function') {
     throw new TypeError(`ready must be a function or undefined; got ${kindOf(ready)}`);
+  }
+}
+
+/**
+ * Throws unless `message` is a string: what a {@link CacheBus}'s `publish` takes (a bus over a
+ * line- or text-based channel would otherwise send `[object Object]`, or fail naming nothing).
+ *
+ * @throws TypeError `message must be a string; got number`
+ */
+export function checkBusMessage(message: unknown): asserts message is string {
+  if (typeof message !== 'string') throw new TypeError(`message must be a string; got ${kindOf(message)}`);
+}
+
+/**
+ * Throws unless `handlers` is a {@link CacheBusHandlers}: an object whose `message` is a function,
+ * and whose `subscribed` and `lost` are functions or `undefined`. What a {@link CacheBus}'s
+ * `subscribe` takes: a handler that is not a function would only fail when a message arrives.
+ *
+ * @throws TypeError naming `handlers` or the handler (`handlers.message must be a function; got undefined`)
+ */
+export function checkBusHandlers(handlers: unknown): asserts handlers is CacheBusHandlers {
+  if (typeof handlers !== 'object' || handlers === null || Array.isArray(handlers)) {
+    throw new TypeError(`handlers must be an object of functions; got ${kindOf(handlers)}`);
+  }
+  const { message, subscribed, lost } = handlers as Partial<Record<keyof CacheBusHandlers, unknown>>;
+  if (typeof message !== 'function') {
+    throw new TypeError(`handlers.message must be a function; got ${kindOf(message)}`);
+  }
+  for (const [name, handler] of [
+    ['subscribed', subscribed],
+    ['lost', lost],
+  ] as const) {
+    if (handler !== undefined && typeof handler !== 'function') {
+      throw new TypeError(`handlers.${name} must be a function or undefined; got ${kindOf(handler)}`);
+    }
   }
 }

@@ -49,6 +49,8 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'changeEntry',
   'createEntry',
   // the Cache methods' own argument checks
+  'checkBusHandlers',
+  'checkBusMessage',
   'checkCacheEntry',
   'checkCacheKey',
   'checkCacheSetOptions',

@@ -5,7 +5,15 @@ describeCacheConformance({
   name: 'memory',
   clock: 'fake',
   // One process's memory: no lock, no push, no replica; it answers synchronously and keeps values
-  // by reference (no roundTrip).
-  capabilities: { lock: false, extend: false, push: false, sync: true, roundTrip: false, tags: true },
+  // by reference (no roundTrip). Its methods refuse bad arguments with the adapter kit's checks.
+  capabilities: {
+    lock: false,
+    extend: false,
+    push: false,
+    sync: true,
+    roundTrip: false,
+    tags: true,
+    checksArguments: true,
+  },
   create: () => createMemoryCache({ max: 1_000 }),
 });

@@ -8,13 +8,14 @@ import type {
   FillOutcome,
   SerializerOption,
 } from '@stampede/core/adapter';
-import { kindOf } from '@stampede/core/adapter';
+import { checkBusHandlers, checkBusMessage, kindOf } from '@stampede/core/adapter';
 import {
   busChannel,
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
   parseRedisProtocolOptions,
+  pushWakeUpMembers,
   type RedisProtocolCacheMembers,
 } from '@stampede/redis-protocol';
 import { type NodeRedisClient, protocolClient } from './client.js';
@@ -218,16 +219,19 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
       return cache.lockUsable ? tryAcquireFillLockAndRead : undefined;
     },
     invalidateTags: (tags) => cache.invalidateTags(tags),
-    onFillDone: (key, listener, ready) => (pushWakeUp ? notifier.listen(key, listener, ready) : () => {}),
-    hearsFillDone: (key) => pushWakeUp && notifier.hears(key),
+    ...pushWakeUpMembers(pushWakeUp, notifier),
     bus: {
       async publish(message) {
+        checkBusMessage(message);
         const receivers = await operations.call('publish', undefined, () =>
           lockClient.publish(channel, message),
         );
         return typeof receivers === 'number' ? receivers : undefined;
       },
-      subscribe: (handlers) => notifier.subscribeBus(handlers),
+      subscribe(handlers) {
+        checkBusHandlers(handlers);
+        return notifier.subscribeBus(handlers);
+      },
     },
     async close(options) {
       // Lock releases that failed on a fault and wait to be sent again are sent now, once, as their

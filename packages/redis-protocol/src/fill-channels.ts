@@ -1,4 +1,9 @@
-import type { FillAnnouncement, FillOutcome } from '@stampede/core/adapter';
+import {
+  checkCacheKey,
+  checkFillDoneArguments,
+  type FillAnnouncement,
+  type FillOutcome,
+} from '@stampede/core/adapter';
 import { callSafely } from './call-safely.js';
 
 /** A call that outlived `operationTimeout` (the operation runner's time-out; the command may still land). */
@@ -156,6 +161,36 @@ export function createFillChannels(
     clear() {
       channels.clear();
       lingering.clear();
+    },
+  };
+}
+
+/** What a binding's notifier offers its cache's push wake-up: a listener per key, and whether it hears. */
+export interface PushWakeUpNotifier {
+  listen(key: string, listener: FillListener, ready?: () => void): () => void;
+  hears(key: string): boolean;
+}
+
+/**
+ * A binding's `onFillDone` and `hearsFillDone` over its notifier, their arguments checked (before
+ * anything is subscribed); with push wake-up off (`enabled` false), nothing is subscribed and
+ * nothing is heard, so waiters poll.
+ */
+export function pushWakeUpMembers(
+  enabled: boolean,
+  notifier: PushWakeUpNotifier,
+): {
+  onFillDone(key: string, listener: FillListener, ready?: () => void): () => void;
+  hearsFillDone(key: string): boolean;
+} {
+  return {
+    onFillDone(key, listener, ready) {
+      checkFillDoneArguments(key, listener, ready);
+      return enabled ? notifier.listen(key, listener, ready) : () => {};
+    },
+    hearsFillDone(key) {
+      checkCacheKey(key);
+      return enabled && notifier.hears(key);
     },
   };
 }

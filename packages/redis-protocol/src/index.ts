@@ -35,6 +35,8 @@ export {
   type FillChannelsConnection,
   type FillListener,
   LINGERING_CHANNELS,
+  type PushWakeUpNotifier,
+  pushWakeUpMembers,
 } from './fill-channels.js';
 export {
   acquireFillLock,

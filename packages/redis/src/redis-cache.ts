@@ -3,6 +3,8 @@ import { type WhenIdleOptions, whenIdle } from '@stampede/core';
 import {
   type Cache,
   type CacheBus,
+  checkBusHandlers,
+  checkBusMessage,
   type Duration,
   type FillAnnouncement,
   type FillOutcome,
@@ -15,6 +17,7 @@ import {
   createRedisProtocolCache,
   parseRedisProtocolOptions,
   prefixPinsSlot,
+  pushWakeUpMembers,
   type RedisProtocolCacheMembers,
 } from '@stampede/redis-protocol';
 import type { Cluster, Redis } from 'ioredis';
@@ -219,20 +222,19 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       if (!warm) warmUp();
       return cache.invalidateTags(tags);
     },
-    onFillDone(key, listener, ready) {
-      return pushWakeUp ? notifier.listen(key, listener, ready) : () => {};
-    },
-    hearsFillDone(key) {
-      return pushWakeUp && notifier.hears(key);
-    },
+    ...pushWakeUpMembers(pushWakeUp, notifier),
     bus: {
       async publish(message) {
+        checkBusMessage(message);
         const receivers = await context.call('publish', undefined, () =>
           lockClient.publish(channel, message),
         );
         return typeof receivers === 'number' ? receivers : undefined;
       },
-      subscribe: (handlers) => notifier.subscribeBus(handlers),
+      subscribe(handlers) {
+        checkBusHandlers(handlers);
+        return notifier.subscribeBus(handlers);
+      },
     },
     async close(options) {
       // Lock releases that failed on a fault and wait to be sent again are sent now, once, as their

@@ -29,7 +29,8 @@ describeCacheConformance({
   // Another replica's delete reaches this one's L1 through a bus message, a moment later.
   replicaLag: true,
   // The lock, push wake-up and round trip are the remote's; the bus is consumed, not offered. Tags
-  // are invalidated in Redis and carried to the other replicas' L1 by the bus.
+  // are invalidated in Redis and carried to the other replicas' L1 by the bus. Its own methods refuse
+  // bad arguments before L1 or the remote is touched.
   capabilities: TIERED_ON_REDIS_PROTOCOL_CAPABILITIES,
   async create() {
     client ??= new Redis((await testRedis()).url);

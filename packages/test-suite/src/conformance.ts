@@ -1,5 +1,6 @@
 import type { Cache } from '@stampede/core';
 import { afterAll, afterEach, beforeEach, describe, it, vi } from 'vitest';
+import { argumentCases } from './cases/arguments.js';
 import { busCases } from './cases/bus.js';
 import { combinedCases } from './cases/combined.js';
 import { lockCases } from './cases/lock.js';
@@ -56,6 +57,7 @@ export function describeCacheConformance(options: ConformanceOptions): void {
     describe('lock with read, commit', () => combinedCases(ctx));
     describe('tags', () => tagCases(ctx));
     describe('invalidation bus', () => busCases(ctx));
+    describe('bad arguments', () => argumentCases(ctx));
     // The lock, delete, tag and push cases run on one instance without a replica: say so, or a
     // backend whose state is per instance (a per-process lock, local tombstones) would pass unseen.
     if (options.replica === undefined) {

@@ -62,6 +62,18 @@ export interface CacheCapabilities {
    * @default false
    */
   serverClock?: boolean;
+  /**
+   * The cache's own methods, called directly, refuse a bad argument before they read or write
+   * anything (a number or empty key, a malformed entry, bad set options, a string of tags, a lock TTL
+   * that is not a number of at least 1 ms, a listener or bus handler that is not a function, a bus
+   * message that is not a string): with a `TypeError` or `RangeError` whose message names the
+   * argument, thrown where the method answers synchronously (every method of a `sync` cache;
+   * `onFillDone`, `hearsFillDone` and `bus.subscribe` of any cache), otherwise a rejected promise.
+   * The checks of `@stampede/core/adapter` (`checkCacheKey`, `checkCacheWrite`, `checkTagList`,
+   * `checkLockTtl`, `checkFillDoneArguments`, `checkBusMessage`, `checkBusHandlers`) do all of it.
+   * @default false
+   */
+  checksArguments?: boolean;
 }
 
 /** How to run the conformance suite against one adapter. */
@@ -103,7 +115,15 @@ export interface ConformanceOptions {
 }
 
 const REQUIRED_CAPABILITIES = ['lock', 'extend', 'push', 'sync', 'roundTrip'] as const;
-const OPTIONAL_CAPABILITIES = ['tags', 'bus', 'lockAndRead', 'commit', 'delta', 'serverClock'] as const;
+const OPTIONAL_CAPABILITIES = [
+  'tags',
+  'bus',
+  'lockAndRead',
+  'commit',
+  'delta',
+  'serverClock',
+  'checksArguments',
+] as const;
 
 const SUITE_OPTIONS: ReadonlySet<string> = new Set([
   'name',

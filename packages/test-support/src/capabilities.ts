@@ -2,7 +2,7 @@
  * What the conformance suite checks on a Redis-protocol cache (`@stampede/redis` standalone and
  * Cluster, `@stampede/node-redis`, `@stampede/upstash`): all of them offer the lock with extension,
  * push wake-up, values round-tripped through a serializer, tags, the invalidation bus, the lock
- * attempt that reads and the commit; none answers synchronously. Their times are stored on Redis's
+ * attempt that reads and the commit, and each refuses bad arguments; none answers synchronously. Their times are stored on Redis's
  * clock through an estimate of the offset (`serverClock`).
  */
 export const REDIS_PROTOCOL_CAPABILITIES = {
@@ -16,6 +16,7 @@ export const REDIS_PROTOCOL_CAPABILITIES = {
   lockAndRead: true,
   commit: true,
   serverClock: true,
+  checksArguments: true,
 } as const;
 
 /**

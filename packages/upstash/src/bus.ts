@@ -1,4 +1,10 @@
-import { type CacheBus, type CacheBusHandlers, runsIsolatedRequests } from '@stampede/core/adapter';
+import {
+  type CacheBus,
+  type CacheBusHandlers,
+  checkBusHandlers,
+  checkBusMessage,
+  runsIsolatedRequests,
+} from '@stampede/core/adapter';
 import { callSafely, type OperationRunner } from '@stampede/redis-protocol';
 import {
   type UpstashSubscription as BusSubscription,
@@ -47,12 +53,14 @@ export function createUpstashBus(
   if (typeof publish !== 'function') return undefined;
   return {
     async publish(message) {
+      checkBusMessage(message);
       const receivers = await operations.keepAlive(
         operations.call('publish', undefined, () => (publish as Publish).call(client, channel, message)),
       );
       return typeof receivers === 'number' ? receivers : undefined;
     },
     subscribe(handlers) {
+      checkBusHandlers(handlers);
       // Where a stream must not outlive the request that opened it (workerd), nothing listens.
       if (typeof subscribe !== 'function' || runsIsolatedRequests()) return () => {};
       // Not through `waitUntil`: nothing listens where requests are isolated, so nothing pings.

@@ -1,6 +1,7 @@
 import {
   type Cache,
   type CacheBus,
+  checkFillDoneArguments,
   type Duration,
   type FillAnnouncement,
   type FillOutcome,
@@ -226,6 +227,7 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     },
     invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone(key, listener, ready) {
+      checkFillDoneArguments(key, listener, ready);
       if (!pushWakeUp) return () => {};
       return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready, decode);
     },

@@ -12,7 +12,8 @@ afterAll(async () => {
   await h?.stop();
 });
 
-// A lock with extend, values through a serializer, push wake-up and the bus over server-sent events.
+// A lock with extend, values through a serializer, push wake-up and the bus over server-sent events;
+// its methods refuse bad arguments.
 const capabilities = REDIS_PROTOCOL_CAPABILITIES;
 
 function conformance(name: string, mode: ClientMode): void {

@@ -2,14 +2,39 @@ import type { Cache, CacheBus } from '@stampede/core';
 import { expect, it } from 'vitest';
 import type { SuiteContext } from '../context.js';
 
-function busOf(cache: Cache): CacheBus {
+/** The bus of a cache that declares `bus: true`; throws when it has none. */
+export function busOf(cache: Cache): CacheBus {
   if (cache.bus === undefined) throw new Error('the cache declares bus: true but has no bus');
   return cache.bus;
 }
 
 /** A message no other run, test or instance sends. */
-function unique(label: string): string {
+export function unique(label: string): string {
   return `${label}|${Math.random().toString(36).slice(2)}|${Date.now()}`;
+}
+
+/** A subscriber on a cache's bus: what it heard, and how often its subscription was acknowledged. */
+export interface BusListener {
+  /** Every message heard, in order of arrival. */
+  readonly heard: string[];
+  /** Stops this subscriber (the function `subscribe` returned). */
+  stop(): void;
+  /** How many times `subscribed()` was called. */
+  acknowledged(): number;
+}
+
+/** Subscribes on `cache` and waits for the acknowledgement (pub/sub takes a moment). */
+export async function listenOn(ctx: SuiteContext, cache: Cache): Promise<BusListener> {
+  const heard: string[] = [];
+  let acknowledged = 0;
+  const stop = busOf(cache).subscribe({
+    message: (text) => heard.push(text),
+    subscribed: () => {
+      acknowledged++;
+    },
+  });
+  expect(await ctx.until(() => acknowledged > 0), 'subscribed() is called once listening').toBe(true);
+  return { heard, stop, acknowledged: () => acknowledged };
 }
 
 /**
@@ -19,19 +44,7 @@ function unique(label: string): string {
 export function busCases(ctx: SuiteContext): void {
   const { bus } = ctx.options.capabilities;
 
-  /** Subscribes on `cache` and waits for the acknowledgement (pub/sub takes a moment). */
-  const listen = async (cache: Cache) => {
-    const heard: string[] = [];
-    let acknowledged = 0;
-    const stop = busOf(cache).subscribe({
-      message: (text) => heard.push(text),
-      subscribed: () => {
-        acknowledged++;
-      },
-    });
-    expect(await ctx.until(() => acknowledged > 0), 'subscribed() is called once listening').toBe(true);
-    return { heard, stop, acknowledged: () => acknowledged };
-  };
+  const listen = (cache: Cache) => listenOn(ctx, cache);
 
   it.skipIf(!bus)("delivers a message to another instance's subscriber", async () => {
     const publisher = ctx.cache();
