@@ -10,7 +10,7 @@ export interface StampedeConfig {
    * its next stale read.
    * @default 64
    */
-  maxBackgroundRefreshes?: number;
+  maxBackgroundRefreshes?: number | undefined;
   /**
    * On Node, fills run in an `AsyncLocalStorage` context so that a fill calling `getOrCompute` on
    * its own key (directly or through fills it starts) gets a `TypeError` at once instead of waiting
@@ -20,7 +20,7 @@ export interface StampedeConfig {
    * Runtimes without `AsyncLocalStorage` never detect it.
    * @default true
    */
-  detectSelfCalls?: boolean;
+  detectSelfCalls?: boolean | undefined;
   /**
    * Whether requests served concurrently by this process live in separate request contexts that must
    * not settle each other's promises, as on Cloudflare Workers (workerd cancels a request that awaits
@@ -30,7 +30,7 @@ export interface StampedeConfig {
    * There is still one fill per key. The cost: a joiner hears of the fill up to 10 ms later.
    * @default true on Cloudflare Workers (`navigator.userAgent === 'Cloudflare-Workers'`), false elsewhere
    */
-  isolatedRequests?: boolean;
+  isolatedRequests?: boolean | undefined;
   /**
    * The uniform random source in [0, 1) that `earlyRefresh` draws from on each fresh hit. Replace it
    * to make early refreshes reproducible (a seeded generator in tests); the values must be uniform
@@ -38,7 +38,7 @@ export interface StampedeConfig {
    * that draw starts no refresh, and a `warning` says so (once per cache).
    * @default Math.random
    */
-  random?: () => number;
+  random?: (() => number) | undefined;
   /**
    * On Node (and other runtimes with `worker_threads`), while hits come faster than 250,000 a second
    * for about 65 ms, a small thread keeps a coarse clock (whole seconds, written every 50 ms) that
@@ -51,7 +51,7 @@ export interface StampedeConfig {
    * real clock.
    * @default true
    */
-  clockThread?: boolean;
+  clockThread?: boolean | undefined;
 }
 
 // The cap and the count are shared by every copy of the core loaded in this process (see

@@ -88,7 +88,7 @@ export interface FillLock {
    * the lock is no longer this holder's. Optional: without it a fill longer than `lockTtl` may admit a
    * second filler.
    */
-  extend?(ttl: number): MaybePromise<boolean>;
+  extend?: ((ttl: number) => MaybePromise<boolean>) | undefined;
   /**
    * Writes `entry` exactly as {@link Cache.set} would (same never-older guard, same answer), then
    * releases the lock as `'filled'` and announces it, in one step: what a holder does after a fill
@@ -96,7 +96,8 @@ export interface FillLock {
    *
    * Contract: it releases (compare-and-delete on this holder's token) and announces even when the
    * write is refused (a newer entry or delete is there) or the lock has lapsed (the write is still
-   * made through the guard; another holder's lock is never deleted). Waiters must find the entry (or
+   * made through the guard; another holder's lock is never deleted); it may stay silent when another
+   * holder has taken the lapsed lock and nothing was stored (that holder's waiters wait for it). Waiters must find the entry (or
    * the newer one) once the announcement is out, so the write comes first. If it rejects, the core
    * reports a `set` fault and calls {@link FillLock.release} with `'filled'`: a commit that fails
    * must leave `release` usable (a release after a commit that did land is a harmless no-op).
@@ -105,7 +106,7 @@ export interface FillLock {
    * apart from its values (another server) cannot combine them and should leave it out.
    */
   // biome-ignore lint/suspicious/noConfusingVoidType: answers like `Cache.set`, which may answer nothing
-  commit?(entry: CacheEntry, options: CacheSetOptions): MaybePromise<void | boolean>;
+  commit?: ((entry: CacheEntry, options: CacheSetOptions) => MaybePromise<void | boolean>) | undefined;
 }
 
 /** What {@link Cache.tryAcquireFillLockAndRead} found. */
@@ -153,7 +154,7 @@ export interface FillAnnouncement {
  */
 export interface Cache {
   /** A name for stats, events and metric labels (never a key). @default 'default' */
-  readonly name?: string;
+  readonly name?: string | undefined;
   /** The entry for `key`, or `undefined`. An entry that cannot be decoded is `undefined`. */
   get(key: string): MaybePromise<CacheEntry | undefined>;
   /**
@@ -183,7 +184,7 @@ export interface Cache {
    * another holder has it. Optional: without it `distributedFillLock` falls back to in-process
    * protection with a one-time warning.
    */
-  tryAcquireFillLock?(key: string, ttl: number): MaybePromise<FillLock | undefined>;
+  tryAcquireFillLock?: ((key: string, ttl: number) => MaybePromise<FillLock | undefined>) | undefined;
   /**
    * {@link Cache.tryAcquireFillLock} and {@link Cache.get} of `key` in one step (one round trip: on
    * Redis, one script that reads the entry and tries `SET NX PX`). The core uses it for a flight's
@@ -193,7 +194,7 @@ export interface Cache {
    * does). Optional, and only used alongside `tryAcquireFillLock`: without it the core tries the
    * lock, then (when granted) reads the key.
    */
-  tryAcquireFillLockAndRead?(key: string, ttl: number): MaybePromise<FillLockAttempt>;
+  tryAcquireFillLockAndRead?: ((key: string, ttl: number) => MaybePromise<FillLockAttempt>) | undefined;
   /**
    * Calls `listener` when a fill of `key` under the lock ends on any replica (push wake-up). Returns
    * the function that stops listening. Optional: waiters poll without it.
@@ -208,11 +209,13 @@ export interface Cache {
    * {@link FillAnnouncement}): a cache that knows the stored value at the fill's end may hand it over
    * so the waiter does not read the key. Adapters that announce only the outcome leave it out.
    */
-  onFillDone?(
-    key: string,
-    listener: (outcome: FillOutcome, announced?: FillAnnouncement) => void,
-    ready?: () => void,
-  ): () => void;
+  onFillDone?:
+    | ((
+        key: string,
+        listener: (outcome: FillOutcome, announced?: FillAnnouncement) => void,
+        ready?: () => void,
+      ) => () => void)
+    | undefined;
   /**
    * True when a listener given to {@link Cache.onFillDone} for `key` right now would hear every
    * announcement made from now on: the key's subscription is already acknowledged (a cache may keep
@@ -221,7 +224,7 @@ export interface Cache {
    * without it (or when it answers `false`) the core listens only after losing the lock and reads
    * once on `ready`.
    */
-  hearsFillDone?(key: string): boolean;
+  hearsFillDone?: ((key: string) => boolean) | undefined;
   /**
    * `value` as a later {@link Cache.get} of it would return it. A cache that stores text implements
    * it as its serializer's round trip (under JSON a `Date` comes back as its ISO string, `NaN` as
@@ -231,7 +234,7 @@ export interface Cache {
    * (and the write reports the fault). Optional: a cache that keeps values by reference (memory)
    * omits it, and callers get the fill's value itself.
    */
-  roundTrip?(value: unknown): unknown;
+  roundTrip?: ((value: unknown) => unknown) | undefined;
   /**
    * Records that every entry carrying one of `tags` and created before now is gone: from the moment
    * it resolves, `get` answers `undefined` for such an entry (on every instance sharing the
@@ -241,7 +244,7 @@ export interface Cache {
    * time (a remote cache on its server's clock) and compare it with an entry's `createdAt` on read.
    * Optional: without it `invalidateTag` rejects with a TypeError.
    */
-  invalidateTags?(tags: readonly string[]): MaybePromise<void>;
+  invalidateTags?: ((tags: readonly string[]) => MaybePromise<void>) | undefined;
   /**
    * An invalidation bus shared by every instance on the same backend and namespace (Redis pub/sub,
    * for example): what a tiered cache uses to evict a key from every replica's local copy. Optional:
@@ -268,9 +271,9 @@ export interface CacheBusHandlers {
    * tiered cache counts the acknowledgements from behind it once. Without it, each subscriber is
    * taken for a receiver of its own (right for a bus that opens a stream per subscriber).
    */
-  subscribed?(receiver?: string): void;
+  subscribed?: ((receiver?: string) => void) | undefined;
   /** The subscription's connection dropped; `subscribed` follows once it is back. */
-  lost?(): void;
+  lost?: (() => void) | undefined;
 }
 
 /**

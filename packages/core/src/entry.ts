@@ -11,9 +11,9 @@ import { kindOf } from './errors.js';
 /** The fields {@link changeEntry} may replace. */
 export interface EntryChanges {
   readonly value?: unknown;
-  readonly createdAt?: number;
-  readonly freshUntil?: number;
-  readonly staleUntil?: number;
+  readonly createdAt?: number | undefined;
+  readonly freshUntil?: number | undefined;
+  readonly staleUntil?: number | undefined;
   readonly tags?: readonly string[] | undefined;
 }
 

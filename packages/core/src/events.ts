@@ -77,7 +77,7 @@ export interface RefreshSkippedEvent {
   readonly cache: string;
   readonly key: string;
   /** True when the refresh was an early one (`earlyRefresh`, counted in `earlyRefreshesSkipped`). */
-  readonly early?: boolean;
+  readonly early?: boolean | undefined;
 }
 
 /** A fresh hit started a refresh ahead of expiry (`earlyRefresh`). */

@@ -107,7 +107,7 @@ export interface TieredCache extends Cache {
    * for tagged values from being written. Rejects with a `TypeError`, invalidating nothing, when
    * `tags` is not an array of non-empty strings.
    */
-  invalidateTags?(tags: readonly string[]): Promise<void>;
+  invalidateTags?: ((tags: readonly string[]) => Promise<void>) | undefined;
   /**
    * Waits for this process's work on the tiered cache (fills, background refreshes and their
    * writes; see `whenIdle`) at most `options.timeout` (default `'5s'`), then stops listening on the
@@ -126,8 +126,8 @@ export interface TieredCache extends Cache {
  * a tag invalidation (the memory adapter's second argument; the time it learnt of it).
  */
 type Clearable = Cache & {
-  clear?(): MaybePromise<void>;
-  invalidateTags?(tags: readonly string[], at?: number): MaybePromise<void>;
+  clear?: (() => MaybePromise<void>) | undefined;
+  invalidateTags?: ((tags: readonly string[], at?: number) => MaybePromise<void>) | undefined;
 };
 
 /** A remote read or write in flight. */

@@ -21,16 +21,16 @@ export interface MemoryCacheOptions {
    * store. (Larger values ended the process with an out-of-memory abort no `catch` could stop.)
    * @default 10000
    */
-  max?: number;
+  max?: number | undefined;
   /** The cache's name in stats, events and metric labels. @default 'memory' */
-  name?: string;
+  name?: string | undefined;
   /**
    * An `LRUCache` you already own, to use instead of a new one (its own `max`, `maxSize`, `dispose`
    * ... apply). Stampede stores {@link CacheEntry} objects in it. With `maxSize` or `maxEntrySize`
    * it needs a `sizeCalculation` (given the stored entry), else a `TypeError`: lru-cache would refuse
    * every write.
    */
-  lru?: LRUCache<string, CacheEntry>;
+  lru?: LRUCache<string, CacheEntry> | undefined;
 }
 
 /** An in-process {@link Cache} on lru-cache. */
