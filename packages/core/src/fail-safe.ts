@@ -79,7 +79,14 @@ export function fallbackFor(
 /** The fallback of `flight` if it may still answer now: not past its `until`, key not invalidated. */
 function usableFallback(flight: Flight): Fallback | undefined {
   const fallback = flight.fallback;
-  if (fallback === undefined || flight.invalidated || !(Date.now() < fallback.until)) return undefined;
+  if (
+    fallback === undefined ||
+    flight.invalidated ||
+    flight.fallbackInvalidated ||
+    !(Date.now() < fallback.until)
+  ) {
+    return undefined;
+  }
   return fallback;
 }
 
@@ -194,12 +201,16 @@ function rearm(
 }
 
 /**
- * The soft timeout of a foreground `flight`: when its fallback may still answer and a
- * background-refresh slot is free, answers every caller with the previous value and returns true
- * (the fill goes on, holding the slot until it settles). Otherwise false: the callers keep waiting.
+ * The soft timeout of a foreground `flight`, with the fallback {@link confirmFallback} found: when it
+ * may still answer and a background-refresh slot is free, answers every caller with that previous
+ * value and returns true (the fill goes on, holding the slot until it settles). Otherwise false: the
+ * callers keep waiting. The fallback read at the miss is confirmed by reading the key again, as for
+ * a failed fill: since the fill started the key or one of its value's tags may have been
+ * invalidated (here or, on a shared cache, on another replica), and a previous value is then no
+ * answer once that invalidation resolved.
  */
-export function softTimeout(state: CacheState, flight: Flight): boolean {
-  const fallback = usableFallback(flight);
+export function softTimeout(state: CacheState, flight: Flight, confirmed: Fallback | undefined): boolean {
+  const fallback = confirmed === undefined ? undefined : usableFallback(flight) && confirmed;
   if (fallback === undefined || flight.result !== undefined || flight.early !== undefined) return false;
   if (!takeRefreshSlot()) return false;
   state.counters.softTimeouts++;
@@ -211,6 +222,19 @@ export function softTimeout(state: CacheState, flight: Flight): boolean {
       durationMs: Math.max(0, Date.now() - flight.startedAt),
     });
   }
-  flight.answerEarly(fallback.entry.value);
+  flight.answerEarly(fallback.entry.value, fallback.entry);
   return true;
+}
+
+/**
+ * Whether a caller joining `flight` after its soft timeout answered early may have that previous
+ * value at once: only when its own options would have answered with it (fail-safe with a
+ * `softTimeout`, the entry within this caller's `maxStale`, not invalidated since). Any other caller
+ * waits for the fill's own result.
+ */
+export function takesEarlyAnswer(state: CacheState, flight: Flight, options: ResolvedOptions): boolean {
+  const early = flight.early;
+  if (early === undefined || options.softTimeout === undefined || early.entry === undefined) return false;
+  if (flight.invalidated || flight.fallbackInvalidated) return false;
+  return fallbackFor(state, flight.key, early.entry, options) !== undefined;
 }

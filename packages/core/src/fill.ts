@@ -109,7 +109,12 @@ function startFlight(
   });
   if (!background && fallback !== undefined && options.softTimeout !== undefined) {
     soft = setLongTimeout(() => {
-      if (softTimeout(state, flight)) holdsSlot = true;
+      const answer = (confirmed: Fallback | undefined): void => {
+        if (softTimeout(state, flight, confirmed)) holdsSlot = true;
+      };
+      const confirming = confirmFallback(state, flight, options);
+      if (isThenable<Fallback | undefined>(confirming)) void confirming.then(answer);
+      else answer(confirming);
     }, options.softTimeout);
   }
   return flight;

@@ -1,4 +1,5 @@
 import { abortReason, onAbort } from './abort.js';
+import type { CacheEntry } from './cache.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { HEARTBEAT_MS, SILENT_FLIGHT_MS } from './isolated-flights.js';
@@ -144,6 +145,13 @@ export class Flight {
    */
   invalidated = false;
   /**
+   * Set (never cleared) by `invalidateTags` while the flight runs when the entry its fail-safe
+   * `fallback` (or its early answer) came from carries one of the tags: the fill may still write its
+   * own value, but that previous value must not answer anyone any more (a soft timeout, a late
+   * joiner). `invalidated` implies it.
+   */
+  fallbackInvalidated = false;
+  /**
    * Written once, by `settle`; undefined until then. Once set the flight is over for its callers
    * (a later `join` gets it at once, a later `settle` is ignored); what is left is the write and the
    * lock's release.
@@ -170,10 +178,12 @@ export class Flight {
   readonly fallback: Fallback | undefined;
   /**
    * Set once, by `answerEarly` (a soft timeout), while `result` is still undefined: every caller had
-   * this value and left; a caller joining afterwards gets it at once. The fill goes on and the flight
-   * settles later as usual, with nobody left to hear it.
+   * this value (fail-safe's previous one, from `entry`) and left. The fill goes on, no longer
+   * abandoned when its callers leave, and settles later as usual. A caller joining afterwards gets
+   * this value at once only when its own options would have answered with it (see `join`);
+   * otherwise it waits for the fill's own result.
    */
-  early: { readonly value: unknown } | undefined = undefined;
+  early: { readonly value: unknown; readonly entry?: CacheEntry | undefined } | undefined = undefined;
   /**
    * The write of fail-safe's re-armed value, set when fail-safe answered for this flight's failure;
    * the fill lock is released only after it has landed, so a replica waiting for the lock finds it.
@@ -255,15 +265,18 @@ export class Flight {
 
   /** Waits for this fill as the caller that started it: it alone gets the fill's own error. */
   joinAsLeader(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
-    return this.wait('leader', signal, limit);
+    return this.wait('leader', signal, limit, false);
   }
 
   /**
    * Waits for this fill as a caller that found it in flight. `signal` and `limit` (this caller's own
-   * `fillTimeout`, ms) let this caller stop waiting before the fill ends.
+   * `fillTimeout`, ms) let this caller stop waiting before the fill ends. After a soft timeout
+   * (`early`), `takesEarly` (this caller's own fail-safe would answer with that previous value:
+   * `takesEarlyAnswer`) has it at once; without it the caller waits for the fill's own result (a
+   * caller without fail-safe, or past its `maxStale`, never gets a previous value).
    */
-  join(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
-    return this.wait('joiner', signal, limit);
+  join(signal: AbortSignal | undefined, limit: number | undefined, takesEarly = false): Promise<unknown> {
+    return this.wait('joiner', signal, limit, takesEarly);
   }
 
   /** Removes the flight from its registry, if it is still the one registered for its key. */
@@ -352,32 +365,42 @@ export class Flight {
   }
 
   /**
-   * Answers every caller now with `value` (fail-safe's previous value, after a soft timeout) while
-   * the fill goes on: the callers leave, and one that joins later gets `value` at once. False when
-   * the flight has already settled or answered early.
+   * Answers every caller now with `value` (fail-safe's previous value from `entry`, after a soft
+   * timeout) while the fill goes on: the callers leave. A caller that joins later waits for the
+   * fill's own result unless it asks for the early value (see `join`). False when the flight has
+   * already settled or answered early.
    */
-  answerEarly(value: unknown): boolean {
+  answerEarly(value: unknown, entry?: CacheEntry): boolean {
     if (this.result !== undefined || this.early !== undefined) return false;
-    this.early = { value };
+    this.early = { value, entry };
     this.callers = 0;
     this.leader?.resolve(value);
     this.shared?.resolve(value);
+    // Later joiners that wait for the fill get promises of their own.
+    this.leader = undefined;
+    this.shared = undefined;
     const answered: FlightResult = { ok: true, value };
     for (const answer of this.individual) answer(answered);
     this.individual.clear();
     return true;
   }
 
-  private wait(role: Role, signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
+  private wait(
+    role: Role,
+    signal: AbortSignal | undefined,
+    limit: number | undefined,
+    takesEarly: boolean,
+  ): Promise<unknown> {
     const settled = this.result;
     if (settled !== undefined) {
       return settled.ok ? Promise.resolve(settled.value) : Promise.reject(this.errorFor(settled, role));
     }
-    if (this.early !== undefined) return Promise.resolve(this.early.value);
+    if (this.early !== undefined && takesEarly) return Promise.resolve(this.early.value);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     // The leader's limit is the flight's own deadline; a joiner's matters only if it ends earlier.
     const timed = limit !== undefined && Date.now() + limit < this.deadline;
-    if (role === 'joiner' && isolatedRequests()) return this.watch(signal, timed ? limit : undefined);
+    if (role === 'joiner' && isolatedRequests())
+      return this.watch(signal, timed ? limit : undefined, takesEarly);
     this.callers++;
     if (signal === undefined && !timed) {
       if (role === 'leader') {
@@ -408,7 +431,8 @@ export class Flight {
         stop();
         reject(error);
         this.callers--;
-        if (this.callers === 0 && !this.background && this.result === undefined) {
+        // Past a soft timeout the fill goes on for its write, as a refresh does.
+        if (this.callers === 0 && !this.background && this.result === undefined && this.early === undefined) {
           if (this.watchers === 0) this.abandon(reason);
           // Isolated runtimes: the callers of the request that runs the fill have all left, so that
           // request may answer and end at any moment, taking the fill with it (unless a `waitUntil`
@@ -446,7 +470,13 @@ export class Flight {
    * `heartbeat` silent for `SILENT_FLIGHT_MS`, or its `fillTimeout` timer never fired), the watcher
    * gives the flight up (`reap`) and every watcher gets a `'timeout'` error.
    */
-  private watch(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
+  private watch(
+    signal: AbortSignal | undefined,
+    limit: number | undefined,
+    takesEarly: boolean,
+  ): Promise<unknown> {
+    // A watcher that joined before the soft timeout was one of the callers it answered.
+    const joinedBefore = this.early === undefined;
     return new Promise((resolve, reject) => {
       const giveUpAt = limit === undefined ? Number.POSITIVE_INFINITY : Date.now() + limit;
       let delay = WATCH_FIRST_MS;
@@ -465,7 +495,8 @@ export class Flight {
         // reason: silence counts only when this watcher's own timers ran on time meanwhile.
         const onTime = now - lookedAt < HEARTBEAT_MS;
         lookedAt = now;
-        if (onTime && this.result === undefined && this.early === undefined && this.reaped === undefined) {
+        // Past a soft timeout the fill is still watched: a watcher may wait for its own result.
+        if (onTime && this.result === undefined && this.reaped === undefined) {
           if (now >= this.deadline + DEAD_FLIGHT_MS) {
             this.reap(
               `fill of '${this.key}' did not settle within its ${this.deadline - this.startedAt}ms (fillTimeout) and its timer never fired (the request that started it is gone); the next call starts a new fill`,
@@ -477,7 +508,10 @@ export class Flight {
           }
         }
         const result: FlightResult | undefined =
-          this.result ?? (this.early === undefined ? undefined : { ok: true, value: this.early.value });
+          this.result ??
+          (this.early === undefined || !(takesEarly || joinedBefore)
+            ? undefined
+            : { ok: true, value: this.early.value });
         if (result !== undefined) {
           stop();
           if (result.ok) resolve(result.value);

@@ -8,7 +8,7 @@ import { type Duration, toMilliseconds } from './duration.js';
 import { SETTLED } from './entry.js';
 import { kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
-import { fallbackFor } from './fail-safe.js';
+import { fallbackFor, takesEarlyAnswer } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
@@ -325,7 +325,7 @@ function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): 
   if (flight.frame !== undefined && !flight.frame.done && insideFillOf(flight)) {
     return Promise.reject(selfWaitError(state.name, flight.key));
   }
-  return flight.join(options.signal, options.fillTimeout);
+  return flight.join(options.signal, options.fillTimeout, takesEarlyAnswer(state, flight, options));
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */

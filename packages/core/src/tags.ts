@@ -44,6 +44,12 @@ export function supersedeTagged(state: CacheState, tags: ReadonlySet<string>): v
       flight.invalidated = true;
       flight.detach();
     }
+    // The previous value fail-safe holds for it (or answered with after a soft timeout) may carry
+    // the tag while the new value does not: the fill may still write, but that value answers nobody
+    // any more.
+    for (const previous of [flight.fallback?.entry, flight.early?.entry]) {
+      if (previous?.tags !== undefined && overlaps(previous.tags, tags)) flight.fallbackInvalidated = true;
+    }
   }
   // A read in flight may predate the invalidation, and which tags its entry carries is unknown yet.
   state.reads.clear();
