@@ -89,16 +89,20 @@ function listen(client: ReturnType<typeof fakeClient>, bus = createBus(client)) 
 const pings = (client: ReturnType<typeof fakeClient>) =>
   client.published.filter((message) => message === BUS_PING).length;
 
-describe('the Upstash bus notices a stream that stopped delivering', () => {
+/** Fake timers, and checks exactly `interval` apart (the random stretch is none), for one describe. */
+function exactIntervalsOnFakeTimers(): void {
   beforeEach(() => {
     vi.useFakeTimers();
-    // Checks exactly `interval` apart (the random stretch is none).
     vi.spyOn(Math, 'random').mockReturnValue(0);
   });
   afterEach(() => {
     vi.useRealTimers();
     vi.restoreAllMocks();
   });
+}
+
+describe('the Upstash bus notices a stream that stopped delivering', () => {
+  exactIntervalsOnFakeTimers();
 
   it('pings after a quiet interval only, and never while the bus carries messages', async () => {
     const client = fakeClient();
@@ -207,14 +211,7 @@ describe('the Upstash bus notices a stream that stopped delivering', () => {
 });
 
 describe('busLiveness tunes or turns off the check', () => {
-  beforeEach(() => {
-    vi.useFakeTimers();
-    vi.spyOn(Math, 'random').mockReturnValue(0);
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-    vi.restoreAllMocks();
-  });
+  exactIntervalsOnFakeTimers();
 
   it('left out or true: a ping after 5 s, a silent stream reopened 5 s after it', async () => {
     for (const busLiveness of [undefined, true, {}] as const) {
