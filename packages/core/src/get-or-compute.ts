@@ -275,12 +275,15 @@ export function getOrComputeWith<T>(
 
 /**
  * The key's foreground fill in flight that a call without grace joins before reading: not a
- * background refresh (its key still holds a servable value), nor, on an isolated runtime, a flight
- * silent without proof that its request is alive (the read decides, see {@link afterRead}).
+ * background refresh (its key still holds a servable value), nor one past its soft timeout (whether
+ * its previous value may still answer is for the read to show), nor, on an isolated runtime, a
+ * flight silent without proof that its request is alive (the read decides, see {@link afterRead}).
  */
 function foregroundFlight(state: CacheState, key: string): Flight | undefined {
   const flight = liveFlight(state.flights, key);
-  return flight !== undefined && !flight.background && !silentUnproven(flight) ? flight : undefined;
+  return flight !== undefined && !flight.background && flight.early === undefined && !silentUnproven(flight)
+    ? flight
+    : undefined;
 }
 
 /** {@link checkedEntry} of a read that may still be pending. */
@@ -316,7 +319,12 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
  * Joins a fill in flight (a miss that coalesces). This caller's own signal and `fillTimeout` still
  * apply: it may leave a fill that someone else started with other limits (or none).
  */
-function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): Promise<unknown> {
+function coalesce(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  found?: CacheEntry,
+): Promise<unknown> {
   const { counters } = state;
   counters.misses++;
   counters.coalescedWaits++;
@@ -325,7 +333,13 @@ function coalesce(state: CacheState, flight: Flight, options: ResolvedOptions): 
   if (flight.frame !== undefined && !flight.frame.done && insideFillOf(flight)) {
     return Promise.reject(selfWaitError(state.name, flight.key));
   }
-  return flight.join(options.signal, options.fillTimeout, takesEarlyAnswer(state, flight, options));
+  // Past its soft timeout, the previous value answers a new caller only when this caller's read has
+  // just found that very entry (another replica may have deleted or replaced it meanwhile, unheard).
+  const takesEarly =
+    found !== undefined &&
+    found.createdAt === flight.early?.entry?.createdAt &&
+    takesEarlyAnswer(state, flight, options);
+  return flight.join(options.signal, options.fillTimeout, takesEarly);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -403,7 +417,7 @@ function afterRead(
     // gone one is given up, and this call reads again.
     if (silentUnproven(inFlight))
       return timerTurn(inFlight).then(() => readAndAnswer(state, key, options, fill));
-    return coalesce(state, inFlight, options);
+    return coalesce(state, inFlight, options, entry);
   }
   counters.misses++;
   // With fail-safe, an expired entry the read still found is what a failing fill falls back on.

@@ -131,6 +131,30 @@ describe('a caller joining after the soft timeout answered', () => {
     expect(await late).toEqual({ ok: true, value: 'v2' });
   });
 
+  it('after another replica deleted or replaced the key (unheard here), its read decides: nobody gets the previous value', async () => {
+    const { cache, gate, fill } = await answeredEarly();
+    // Another replica's `invalidate`, in the shared store.
+    cache.backend.entries.delete('k');
+    cache.backend.deletedAt.set('k', Date.now());
+    const afterDelete = settle(getOrComputeWith(cache, 'k', FS, fill));
+    let answered = false;
+    void afterDelete.then(() => {
+      answered = true;
+    });
+    await flush();
+    expect(answered).toBe(false);
+    // Another replica's `setValue`: a fresh value, which this replica's read finds.
+    const now = Date.now();
+    cache.backend.write(
+      'k',
+      { value: 'set', createdAt: now, freshUntil: now + TTL, staleUntil: now + TTL },
+      TTL,
+    );
+    expect(await getOrComputeWith(cache, 'k', FS, fill)).toBe('set');
+    gate.resolve('v2');
+    expect(await afterDelete).toEqual({ ok: true, value: 'v2' });
+  });
+
   it('once a tag of the previous value was invalidated, nobody gets it', async () => {
     const { cache, gate, fill } = await answeredEarly();
     await invalidateTag(cache, 'group');
