@@ -38,6 +38,18 @@ async function settled(cache: Cache): Promise<void> {
 }
 
 const tagged = { ttl: 60_000, tags: ['group'] };
+
+/** Two replicas on one store that counts bus receivers; with `written`, `k` set to it by `a`. */
+async function twoReplicas(written?: string) {
+  const store = new RemoteStore();
+  store.countsReceivers = true;
+  const [a, b] = [replica(store), replica(store)];
+  if (written !== undefined) {
+    await setValue(a.cache, 'k', written, tagged);
+    vi.advanceTimersByTime(1);
+  }
+  return { store, a, b };
+}
 // Another replica's change of 'k' (which carries the tag 'group'), as a list.
 const changes = [
   { name: 'invalidate', run: (cache: Cache) => invalidate(cache, 'k') },
@@ -57,11 +69,7 @@ describe('a replica that knows its bus is lost', () => {
   it.each(changes)(
     "serves no L1 copy once another replica's $name has resolved: it asks the remote until the bus is back",
     async ({ run }) => {
-      const store = new RemoteStore();
-      store.countsReceivers = true;
-      const [a, b] = [replica(store), replica(store)];
-      await setValue(a.cache, 'k', 'old', tagged);
-      vi.advanceTimersByTime(1);
+      const { store, a, b } = await twoReplicas('old');
       expect(await getOrComputeWith(b.cache, 'k', tagged, () => 'unused')).toBe('old');
       expect(b.local.get('k')?.value).toBe('old'); // b holds an L1 copy
       store.drop(b.remote);
@@ -131,9 +139,7 @@ function heldFill(cache: Cache): { slow: Promise<unknown>; finish: (value: strin
 
 describe('a fill that spans a bus loss or recovery', () => {
   it("writes the remote but keeps no L1 copy: another replica's tag invalidation it missed holds", async () => {
-    const store = new RemoteStore();
-    store.countsReceivers = true;
-    const [a, b] = [replica(store), replica(store)];
+    const { store, a, b } = await twoReplicas();
     const { slow, finish } = heldFill(b.cache);
     await flush();
     vi.advanceTimersByTime(1);
@@ -205,11 +211,7 @@ describe('a change whose bus message cannot be published', () => {
   it.each(changes)(
     '$name rejects with CacheBusError once the remote took it, and counts the failed publish',
     async ({ run }) => {
-      const store = new RemoteStore();
-      store.countsReceivers = true;
-      const [a, b] = [replica(store), replica(store)];
-      await setValue(a.cache, 'k', 'old', tagged);
-      vi.advanceTimersByTime(1);
+      const { store, a, b } = await twoReplicas('old');
       expect(await getValue(b.cache, 'k')).toBe('old');
       store.publishFails = true;
       const operations: string[] = [];
@@ -285,11 +287,7 @@ describe('a change whose bus message cannot be published', () => {
   });
 
   it('a replica that has lost its own subscription cannot hear acknowledgements: it waits BUS_ACK_TIMEOUT_MS when others received the message', async () => {
-    const store = new RemoteStore();
-    store.countsReceivers = true;
-    const [a, b] = [replica(store), replica(store)];
-    await setValue(a.cache, 'k', 'old', tagged);
-    vi.advanceTimersByTime(1);
+    const { store, a, b } = await twoReplicas('old');
     expect(await getValue(b.cache, 'k')).toBe('old');
     store.drop(a.remote);
     let resolved = false;
