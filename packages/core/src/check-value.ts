@@ -1,7 +1,7 @@
 import { isThenable } from './backend.js';
 import type { CacheEntry } from './cache.js';
 import { changeEntry } from './entry.js';
-import { kindOf, messageOf } from './errors.js';
+import { CacheFillError, kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import type { CacheState } from './registry.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
@@ -92,6 +92,21 @@ function fromAnswer(answer: unknown, value: unknown): CheckResult {
  */
 export function toValueCheck(option: unknown, name: string): ValueCheck | undefined {
   if (option === undefined) return undefined;
+  // One check per schema or function: callers that pass the same one share a fill's checked value.
+  const known =
+    (typeof option === 'object' || typeof option === 'function') && option !== null
+      ? valueChecks.get(option)
+      : undefined;
+  if (known !== undefined) return known;
+  const check = makeValueCheck(option, name);
+  valueChecks.set(option as object, check);
+  return check;
+}
+
+// The check made for each `checkValue` given (a schema or a function), by identity.
+const valueChecks = new WeakMap<object, ValueCheck>();
+
+function makeValueCheck(option: unknown, name: string): ValueCheck {
   if (isSchema(option)) {
     const schema = option['~standard'];
     return (value) => {
@@ -165,6 +180,32 @@ export function checkEvent(
 /** A failed check's issues ready to be a fill error's `cause` (see {@link asCause}). */
 export function fillCheckFailure(issues: CheckIssues): CheckIssues {
   return asCause(issues);
+}
+
+/**
+ * What a caller gets from a fill it joined whose starting call had another `checkValue` (or none):
+ * its own `check` run on `stored`, the fill's value as the cache holds it, so that it gets what a
+ * hit of that value would give it (a schema's output, never the other check's). A value its check
+ * refuses (counted as `checkValueFailures`, with a `check-value` event of source `'fill'`) rejects
+ * as a failed fill would for a joiner: a `CacheFillError` of kind `'fill_failed'` whose `cause` is
+ * the issues. Without a check of its own, the caller gets `stored`.
+ */
+export function checkJoined(
+  state: CacheState,
+  key: string,
+  stored: unknown,
+  check: ValueCheck | undefined,
+): unknown {
+  if (check === undefined) return stored;
+  const settle = (result: CheckResult): unknown => {
+    if (result.ok) return result.value;
+    state.counters.checkValueFailures++;
+    checkEvent(state, key, 'fill', result.issues);
+    const cause = asCause(result.issues);
+    throw new CacheFillError('fill_failed', key, String(cause), { cause });
+  };
+  const result = check(stored);
+  return isThenable(result) ? result.then(settle) : settle(result);
 }
 
 /**

@@ -15,7 +15,7 @@ import { messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
 import { activate, confirmFallback, type Fallback, softTimeout } from './fail-safe.js';
 import { callFill, fillSettled } from './fill-context.js';
-import { Flight, type Rescue } from './flight.js';
+import { answered, answeredWith, Flight, type FlightResult, type Rescue } from './flight.js';
 import { trackWork } from './idle.js';
 import { warnIfNotKeptAlive } from './isolated-flights.js';
 import { acquireOrWait, type WaitHint } from './lock-wait.js';
@@ -85,7 +85,7 @@ function startFlight(
               confirmed === undefined
                 ? undefined
                 : {
-                    answer: { ok: true, value: confirmed.entry.value },
+                    answer: answered(confirmed.entry.value, confirmed.stored.value),
                     activate: () => {
                       activate(state, flight, options, confirmed, 'timeout');
                       // The fill may never return: the re-arm's write goes to the platform on its own.
@@ -105,6 +105,7 @@ function startFlight(
       }
     },
     tags: options.tags,
+    check: options.check,
     handedOff: options.waitUntil !== undefined,
   });
   if (!background && fallback !== undefined && options.softTimeout !== undefined) {
@@ -167,10 +168,10 @@ function asCached(state: CacheState, value: unknown): unknown {
  * read) to the flight's callers. It was read from the cache, so it is already what a hit returns,
  * and there is nothing to write.
  */
-function deliverFound(flight: Flight, value: unknown): void {
+function deliverFound(flight: Flight, value: unknown, stored: unknown): void {
   if (flight.result !== undefined) return;
   flight.detach();
-  flight.settle({ ok: true, value });
+  flight.settle(answered(value, stored));
 }
 
 /**
@@ -195,7 +196,7 @@ function deliverFilled(
   value: unknown,
   options: ResolvedOptions,
   delta: number,
-  checked: { readonly value: unknown } | undefined,
+  checked: { readonly value: unknown; readonly stored: unknown } | undefined,
   commit: Commit | undefined,
 ): Promise<void> | undefined {
   if (flight.result !== undefined) return undefined;
@@ -214,10 +215,17 @@ function deliverFilled(
         ? writeEntry(state, flight.key, entry, ttl, undefined, after)
         : commit(entry, after === undefined ? { ttl } : { ttl, afterInvalidations: after });
   }
+  // What a hit of the value written gives: through the cache's serializer, then the check.
+  const result = (): FlightResult => {
+    if (checked !== undefined) return answered(checked.value, checked.stored);
+    const stored = asCached(state, value);
+    return answered(stored, stored);
+  };
   if (flight.background) {
     const finish = (): void => {
       flight.detach();
-      flight.settle({ ok: true, value });
+      // A refresh's own caller has the stale value: only a miss that joined it takes this one.
+      flight.settle(flight.waited() ? result() : { ok: true, value });
     };
     if (pending === undefined) {
       finish();
@@ -225,13 +233,13 @@ function deliverFilled(
     }
     return pending.then(finish);
   }
-  const answer = checked === undefined ? asCached(state, value) : checked.value;
+  const answer = result();
   if (pending === undefined) {
     flight.detach();
-    flight.settle({ ok: true, value: answer });
+    flight.settle(answer);
     return undefined;
   }
-  flight.settle({ ok: true, value: answer });
+  flight.settle(answer);
   return pending.then(() => flight.detach());
 }
 
@@ -329,7 +337,7 @@ async function runFlight(
       options.check === undefined ? next : await checkCached(state, flight.key, next.value, options.check);
     if (found !== undefined) {
       state.counters.lockWaitHits++;
-      deliverFound(flight, found.value);
+      deliverFound(flight, found.value, next.value);
       if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
       return;
     }
@@ -366,7 +374,8 @@ async function lockPhase(
     // An early refresh leaves the key to the replica holding the lock. The value it set out to
     // replace is still fresh, so no miss has joined the flight; it ends with that value.
     flight.detach();
-    flight.settle({ ok: true, value: hint?.previous?.value });
+    const previous = hint?.previous;
+    flight.settle(previous === undefined ? answered(undefined, undefined) : answeredWith(previous));
     return stopped(state, key, undefined);
   }
   if (got.kind === 'value') return { kind: 'found', value: got.entry.value, lock: undefined };
@@ -430,7 +439,7 @@ async function failFill(
     flight.detach();
     if (confirmed === undefined) flight.settle({ ok: false, kind: 'fill', error });
     else {
-      flight.settle({ ok: true, value: confirmed.entry.value });
+      flight.settle(answered(confirmed.entry.value, confirmed.stored.value));
       activate(state, flight, options, confirmed, 'error');
     }
   }
@@ -492,9 +501,11 @@ async function fillPhase(
   // Taken before `checkValue` runs, so a slow (asynchronous) schema does not count as fill time.
   const delta = Math.max(0, Date.now() - startedAt);
   let checked: CheckResult | undefined;
+  let cachedValue: unknown;
   if (options.check !== undefined && flight.result === undefined) {
     // What later hits will be checked against: the value as the cache gives it back.
-    const result = options.check(asCached(state, value));
+    cachedValue = asCached(state, value);
+    const result = options.check(cachedValue);
     checked = isThenable(result) ? await result : result;
     if (!checked.ok) {
       const { issues } = checked;
@@ -517,7 +528,7 @@ async function fillPhase(
     value,
     options,
     delta,
-    checked?.ok ? checked : undefined,
+    checked?.ok ? { value: checked.value, stored: cachedValue } : undefined,
     held?.commit,
   );
   if (pending !== undefined) await pending;

@@ -1,15 +1,37 @@
 import { abortReason, onAbort } from './abort.js';
 import type { CacheEntry } from './cache.js';
+import { storedEntryOf, type ValueCheck } from './check-value.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { HEARTBEAT_MS, SILENT_FLIGHT_MS } from './isolated-flights.js';
 import { type FillFrame, invalidations, isolatedRequests } from './shared.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
-/** How a fill ended for its callers. */
+/**
+ * How a fill ended for its callers. A value that a `checkValue` (the flight's `check`) turned into
+ * its output carries the value as the cache holds it in `stored`; without `stored` the two are the same.
+ */
 export type FlightResult =
-  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: true; readonly value: unknown; readonly stored?: unknown }
   | { readonly ok: false; readonly kind: 'fill' | 'timeout' | 'abandoned'; readonly error: unknown };
+
+/**
+ * A {@link FlightResult} that answers with `value`, which the flight's `check` made from `stored`
+ * (the value as the cache holds it; the same value when nothing changed it).
+ */
+export function answered(value: unknown, stored: unknown): FlightResult {
+  return Object.is(value, stored) ? { ok: true, value } : { ok: true, value, stored };
+}
+
+/** A {@link FlightResult} that answers with `entry`'s value, read and checked by the flight's options. */
+export function answeredWith(entry: CacheEntry): FlightResult {
+  return answered(entry.value, storedEntryOf(entry).value);
+}
+
+/** The value of a successful `result` as the cache holds it. */
+function storedOf(result: Extract<FlightResult, { ok: true }>): unknown {
+  return 'stored' in result ? result.stored : result.value;
+}
 
 /** A {@link FlightResult} that is a failure. */
 export type Failure = Exclude<FlightResult, { ok: true }>;
@@ -73,6 +95,8 @@ export interface FlightOptions {
   readonly rescue?: ((failure: Failure) => Rescue | undefined | PromiseLike<Rescue | undefined>) | undefined;
   /** The tags the fill's value is written with, if any. */
   readonly tags?: readonly string[] | undefined;
+  /** The `checkValue` of the call that starts the flight, as {@link toValueCheck} made it, if any. */
+  readonly check?: ValueCheck | undefined;
   /**
    * Whether the caller that starts the flight gave a `waitUntil`, which keeps the flight's work
    * alive after its request has answered. Only read on isolated runtimes (see `Flight.heartbeat`).
@@ -98,6 +122,8 @@ export interface FlightOptions {
  * Every copy of the core loaded in one process shares the registry (see shared.ts), so what another
  * copy uses of a flight it did not create (`key`, `background`, `invalidated`, `frame`, `join`,
  * `detach`) is part of that shared layout: changing it after a release needs a new layout version.
+ * `check` and `joinStored`, added later, are used only where present (a flight of an older copy has
+ * neither: a caller with a check of its own then checks the value `join` gives).
  */
 export class Flight {
   /** The key being filled. Set at construction. */
@@ -122,6 +148,12 @@ export class Flight {
    * `invalidateTags` marks the flight `invalidated` when it shares one of them.
    */
   readonly tags: readonly string[] | undefined;
+  /**
+   * The `checkValue` of the call that started the flight (`undefined` for none). Set at
+   * construction. Its callers' values passed it (a schema's output); a caller with another check
+   * joins with `joinStored` and runs its own.
+   */
+  readonly check: ValueCheck | undefined;
   /**
    * Aborted when the flight is given up (`fillTimeout`, or every caller left), never after it
    * settled otherwise. Its signal is the fill's `signal`; it also ends a lock wait and releases the
@@ -183,7 +215,9 @@ export class Flight {
    * this value at once only when its own options would have answered with it (see `join`);
    * otherwise it waits for the fill's own result.
    */
-  early: { readonly value: unknown; readonly entry?: CacheEntry | undefined } | undefined = undefined;
+  early:
+    | { readonly value: unknown; readonly stored: unknown; readonly entry?: CacheEntry | undefined }
+    | undefined = undefined;
   /**
    * The write of fail-safe's re-armed value, set when fail-safe answered for this flight's failure;
    * the fill lock is released only after it has landed, so a replica waiting for the lock finds it.
@@ -247,6 +281,7 @@ export class Flight {
     this.startedAt = Date.now();
     this.invalidationsBefore = invalidations().seq;
     this.tags = options.tags;
+    this.check = options.check;
     this.registry.set(this.key, this);
     const limit = options.fillTimeout;
     this.deadline = limit === undefined ? Number.POSITIVE_INFINITY : this.startedAt + limit;
@@ -265,7 +300,7 @@ export class Flight {
 
   /** Waits for this fill as the caller that started it: it alone gets the fill's own error. */
   joinAsLeader(signal: AbortSignal | undefined, limit: number | undefined): Promise<unknown> {
-    return this.wait('leader', signal, limit, false);
+    return this.wait('leader', signal, limit, false, false);
   }
 
   /**
@@ -276,7 +311,24 @@ export class Flight {
    * caller without fail-safe, or past its `maxStale`, never gets a previous value).
    */
   join(signal: AbortSignal | undefined, limit: number | undefined, takesEarly = false): Promise<unknown> {
-    return this.wait('joiner', signal, limit, takesEarly);
+    return this.wait('joiner', signal, limit, takesEarly, false);
+  }
+
+  /**
+   * {@link join}, answered with the value as the cache holds it rather than as the flight's `check`
+   * made it: for a caller whose own `checkValue` differs, which runs its own check on that value.
+   */
+  joinStored(
+    signal: AbortSignal | undefined,
+    limit: number | undefined,
+    takesEarly = false,
+  ): Promise<unknown> {
+    return this.wait('joiner', signal, limit, takesEarly, true);
+  }
+
+  /** True while a caller waits for the flight (counted in `callers`, or watching it). */
+  waited(): boolean {
+    return this.callers > 0 || this.watchers > 0;
   }
 
   /** Removes the flight from its registry, if it is still the one registered for its key. */
@@ -372,37 +424,43 @@ export class Flight {
    */
   answerEarly(value: unknown, entry?: CacheEntry): boolean {
     if (this.result !== undefined || this.early !== undefined) return false;
-    this.early = { value, entry };
+    const stored = entry === undefined ? value : storedEntryOf(entry).value;
+    this.early = { value, stored, entry };
     this.callers = 0;
     this.leader?.resolve(value);
     this.shared?.resolve(value);
     // Later joiners that wait for the fill get promises of their own.
     this.leader = undefined;
     this.shared = undefined;
-    const answered: FlightResult = { ok: true, value };
-    for (const answer of this.individual) answer(answered);
+    const result = answered(value, stored);
+    for (const answer of this.individual) answer(result);
     this.individual.clear();
     return true;
   }
 
+  /** `stored`: answer with the value as the cache holds it (see {@link joinStored}). */
   private wait(
     role: Role,
     signal: AbortSignal | undefined,
     limit: number | undefined,
     takesEarly: boolean,
+    stored: boolean,
   ): Promise<unknown> {
     const settled = this.result;
     if (settled !== undefined) {
-      return settled.ok ? Promise.resolve(settled.value) : Promise.reject(this.errorFor(settled, role));
+      return settled.ok
+        ? Promise.resolve(stored ? storedOf(settled) : settled.value)
+        : Promise.reject(this.errorFor(settled, role));
     }
-    if (this.early !== undefined && takesEarly) return Promise.resolve(this.early.value);
+    const early = this.early;
+    if (early !== undefined && takesEarly) return Promise.resolve(stored ? early.stored : early.value);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     // The leader's limit is the flight's own deadline; a joiner's matters only if it ends earlier.
     const timed = limit !== undefined && Date.now() + limit < this.deadline;
     if (role === 'joiner' && isolatedRequests())
-      return this.watch(signal, timed ? limit : undefined, takesEarly);
+      return this.watch(signal, timed ? limit : undefined, takesEarly, stored);
     this.callers++;
-    if (signal === undefined && !timed) {
+    if (signal === undefined && !timed && !stored) {
       if (role === 'leader') {
         this.leader ??= deferred();
         return this.leader.promise;
@@ -422,7 +480,7 @@ export class Flight {
         } catch {}
       };
       const answer = (result: FlightResult): void => {
-        if (result.ok) resolve(result.value);
+        if (result.ok) resolve(stored ? storedOf(result) : result.value);
         else reject(this.errorFor(result, role));
         stop();
       };
@@ -474,6 +532,7 @@ export class Flight {
     signal: AbortSignal | undefined,
     limit: number | undefined,
     takesEarly: boolean,
+    stored: boolean,
   ): Promise<unknown> {
     // A watcher that joined before the soft timeout was one of the callers it answered.
     const joinedBefore = this.early === undefined;
@@ -511,10 +570,10 @@ export class Flight {
           this.result ??
           (this.early === undefined || !(takesEarly || joinedBefore)
             ? undefined
-            : { ok: true, value: this.early.value });
+            : answered(this.early.value, this.early.stored));
         if (result !== undefined) {
           stop();
-          if (result.ok) resolve(result.value);
+          if (result.ok) resolve(stored ? storedOf(result) : result.value);
           else reject(this.errorFor(result, 'joiner'));
           return;
         }

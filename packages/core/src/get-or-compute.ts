@@ -2,7 +2,7 @@ import { abortReason, onAbort } from './abort.js';
 import { isPendingRead, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
-import { checkedEntry, type ValueCheck } from './check-value.js';
+import { checkedEntry, checkJoined, type ValueCheck } from './check-value.js';
 import { COARSE_MARGIN_MS, coarseNow, stillBefore, wakeClockThread } from './clock.js';
 import { type Duration, toMilliseconds } from './duration.js';
 import { SETTLED } from './entry.js';
@@ -339,7 +339,15 @@ function coalesce(
     found !== undefined &&
     found.createdAt === flight.early?.entry?.createdAt &&
     takesEarlyAnswer(state, flight, options);
-  return flight.join(options.signal, options.fillTimeout, takesEarly);
+  const check = options.check;
+  if (check === flight.check) return flight.join(options.signal, options.fillTimeout, takesEarly);
+  // Another check (or none) than the call that started the fill: this caller's own check runs on
+  // the value as the cache holds it, so it gets what its own hit of that value would give.
+  const joined =
+    typeof flight.joinStored === 'function'
+      ? flight.joinStored(options.signal, options.fillTimeout, takesEarly)
+      : flight.join(options.signal, options.fillTimeout, takesEarly);
+  return joined.then((stored) => checkJoined(state, flight.key, stored, check));
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */

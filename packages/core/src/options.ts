@@ -101,7 +101,11 @@ export interface GetOrComputeOptions {
    * result that fails rejects with a `CacheFillError` of kind `'fill'` whose `cause` is the issues,
    * and is not cached. With a schema, callers get its output (the value it parsed); the cache keeps
    * what the fill returned. Asynchronous schemas work too. A caller that joins a fill already in
-   * flight for the key gets that fill's result, checked by the `checkValue` of the call that started it.
+   * flight for the key gets that fill's result through its own `checkValue` (or, without one, as the
+   * cache holds it), as a hit of that value would give it; one its own check refuses rejects with a
+   * `CacheFillError` of kind `'fill_failed'` (counted). Callers passing the same schema or function
+   * share one check of the result. A result that the starting call's check refuses fails the fill
+   * for every caller of it.
    * @default undefined (no check)
    */
   checkValue?: CheckValue | undefined;

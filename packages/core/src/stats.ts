@@ -31,7 +31,8 @@ import { shared } from './shared.js';
  * 11. `checkValueFailures` counts every value that failed `checkValue`: a cached one read by a call
  *     (that call is also one of `misses`), a fill result (also one of `fillFailures`), a value found
  *     through the lock (the fill then runs instead: not a `lockWaitHits`), one that fail-safe's
- *     confirming read found, and one read by `getValue`.
+ *     confirming read found, one read by `getValue`, and a fill's result refused by the own check
+ *     of a caller that joined it (that caller's error; the fill itself succeeded).
  * 12. `tagInvalidations` counts tags (an `invalidateTags` of three tags adds 3), not values.
  */
 export interface StampedeStats {

@@ -5,6 +5,8 @@ import {
   type CacheEntry,
   CacheFillError,
   type CheckValueEvent,
+  configure,
+  getOrCompute,
   getOrComputeWith,
   getValue,
   onStampedeEvent,
@@ -413,5 +415,202 @@ describe('checkValue with fail-safe: the cache keeps the schema input, callers g
     const { result } = await failWhileAnotherWrites({ length: 3 });
     expect(result.ok).toBe(false);
     expect(stats()).toMatchObject({ failSafeActivations: 0, checkValueFailures: 1 });
+  });
+});
+
+// A transforming schema: its output (a length) is not what the cache holds (the text).
+const JoinLength = z.string().transform((text) => text.length);
+
+/** A schema that counts its runs (a transform to the text's length, like `JoinLength`). */
+function countingSchema(): StandardSchemaV1<string, number> & { runs: number } {
+  const schema = {
+    runs: 0,
+    '~standard': {
+      version: 1 as const,
+      vendor: 'test',
+      validate(value: unknown) {
+        schema.runs++;
+        return typeof value === 'string' ? { value: value.length } : { issues: [{ message: 'not text' }] };
+      },
+    },
+  };
+  return schema;
+}
+
+describe('a caller joining a fill whose starting call had another checkValue runs its own', () => {
+  it('a value its check refuses is a failed fill for it alone, counted, with the issues as cause', async () => {
+    const cache = testCache();
+    const gate = deferred<unknown>();
+    const leader = getOrComputeWith(cache, 'k', {}, () => gate.promise);
+    const joiner = settle(
+      getOrComputeWith(
+        cache,
+        'k',
+        { checkValue: (value) => typeof value === 'number' || 'not a number' },
+        () => 0,
+      ),
+    );
+    gate.resolve('text');
+    expect(await leader).toBe('text');
+    const result = await joiner;
+    expect(result.ok).toBe(false);
+    const error = (result as { error: CacheFillError }).error;
+    expect(error).toBeInstanceOf(CacheFillError);
+    expect(error.kind).toBe('fill_failed');
+    expect(error.message).toBe('checkValue rejected the value: not a number');
+    expect(error.cause).toEqual([{ message: 'not a number' }]);
+    expect(stats()).toMatchObject({ fills: 1, fillFailures: 0, checkValueFailures: 1, coalescedWaits: 1 });
+    expect(checkEvents()).toMatchObject([{ key: 'k', source: 'fill' }]);
+    // The leader's value was written: it is what the unchecked caller asked for.
+    await flush();
+    expect(cache.backend.read('k')?.value).toBe('text');
+  });
+
+  it("a Standard Schema joiner gets the schema's output, as its type says (the starting call had none)", async () => {
+    const cache = testCache();
+    const gate = deferred<string>();
+    const leader = getOrCompute(cache, 'k', '1m', () => gate.promise);
+    const joiner = getOrComputeWith(cache, 'k', { ttl: '1m', checkValue: JoinLength }, () => 'never');
+    gate.resolve('hello');
+    expect(await leader).toBe('hello');
+    const length: number = await joiner;
+    expect(length).toBe(5);
+    expect(stats()).toMatchObject({ fills: 1, checkValueFailures: 0 });
+  });
+
+  it("a caller without a check gets the value as the cache holds it, not another call's schema output", async () => {
+    const cache = testCache();
+    const gate = deferred<string>();
+    const leader = getOrComputeWith(cache, 'k', { checkValue: JoinLength }, () => gate.promise);
+    const joiner = getOrComputeWith(cache, 'k', {}, () => 'never');
+    const plain = getOrCompute(cache, 'k', '1m', () => 'never');
+    gate.resolve('hello');
+    expect(await leader).toBe(5);
+    expect(await joiner).toBe('hello');
+    expect(await plain).toBe('hello');
+  });
+
+  it('two schemas: each caller gets its own output; with a signal too (a promise of its own)', async () => {
+    const cache = testCache();
+    const gate = deferred<string>();
+    const Upper = z.string().transform((text) => text.toUpperCase());
+    const leader = getOrComputeWith(cache, 'k', { checkValue: JoinLength }, () => gate.promise);
+    const upper = getOrComputeWith(cache, 'k', { checkValue: Upper }, () => 'never');
+    const withSignal = getOrComputeWith(
+      cache,
+      'k',
+      { checkValue: Upper, signal: new AbortController().signal },
+      () => 'never',
+    );
+    gate.resolve('hello');
+    expect(await leader).toBe(5);
+    expect(await upper).toBe('HELLO');
+    expect(await withSignal).toBe('HELLO');
+  });
+
+  it('an asynchronous check of the joiner works, and a refusal rejects', async () => {
+    const cache = testCache();
+    const gate = deferred<unknown>();
+    const asyncPositive = z.number().refine(async (n) => n > 0, 'not positive');
+    const leader = getOrComputeWith(cache, 'k', {}, () => gate.promise);
+    const joiner = settle(getOrComputeWith(cache, 'k', { checkValue: asyncPositive }, () => 1));
+    gate.resolve(-1);
+    expect(await leader).toBe(-1);
+    const result = await joiner;
+    expect(result.ok).toBe(false);
+    expect((result as { error: CacheFillError }).error.message).toMatch(/not positive/);
+  });
+
+  it('the same schema in other option objects shares the fill: checked once, one output for all', async () => {
+    const cache = testCache();
+    const schema = countingSchema();
+    const gate = deferred<string>();
+    const leader = getOrComputeWith(cache, 'k', { checkValue: schema }, () => gate.promise);
+    const joiners = Array.from({ length: 20 }, () =>
+      getOrComputeWith(cache, 'k', { ttl: '1m', checkValue: schema }, () => 'never'),
+    );
+    gate.resolve('hello');
+    expect(await leader).toBe(5);
+    expect(await Promise.all(joiners)).toEqual(Array.from({ length: 20 }, () => 5));
+    expect(schema.runs).toBe(1);
+  });
+
+  it("a miss joining a stale read's refresh gets the checked output, as the refresh's callers would", async () => {
+    const cache = testCache();
+    const swr = { ttl: '1s', staleWhileRevalidate: '1h', checkValue: JoinLength } as const;
+    expect(await getOrComputeWith(cache, 'k', swr, () => 'hi')).toBe(2);
+    vi.advanceTimersByTime(2_000);
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', swr, () => gate.promise)).toBe(2);
+    // No grace of its own: the stale value is a miss for it, and it joins the refresh.
+    const strict = getOrComputeWith(cache, 'k', { ttl: '1s', checkValue: JoinLength }, () => 'never');
+    const plain = getOrComputeWith(cache, 'k', { ttl: '1s' }, () => 'never');
+    gate.resolve('hello');
+    expect(await strict).toBe(5);
+    expect(await plain).toBe('hello');
+    expect(stats()).toMatchObject({ fills: 2, backgroundRefreshes: 1, coalescedWaits: 2 });
+  });
+
+  it("fail-safe's previous value reaches a joiner without a check as the cache holds it", async () => {
+    const cache = testCache();
+    const options = { ttl: 10_000, checkValue: JoinLength, failSafe: { maxStale: 60_000 } } as const;
+    expect(await getOrComputeWith(cache, 'k', options, () => 'hello')).toBe(5);
+    vi.advanceTimersByTime(10_001);
+    const gate = deferred<string>();
+    const leader = getOrComputeWith(cache, 'k', options, () => gate.promise);
+    const joiner = getOrComputeWith(cache, 'k', { ttl: 10_000 }, () => 'never');
+    const other = getOrComputeWith(
+      cache,
+      'k',
+      { checkValue: z.string().transform((t) => `${t}!`) },
+      () => '',
+    );
+    gate.reject(new Error('db down'));
+    expect(await leader).toBe(5);
+    expect(await joiner).toBe('hello');
+    expect(await other).toBe('hello!');
+  });
+
+  it("a soft timeout's previous value reaches each waiting caller through its own check", async () => {
+    const cache = testCache();
+    const options = {
+      ttl: 10_000,
+      checkValue: JoinLength,
+      failSafe: { maxStale: 60_000 },
+      softTimeout: 100,
+    } as const;
+    expect(await getOrComputeWith(cache, 'k', options, () => 'hello')).toBe(5);
+    vi.advanceTimersByTime(10_001);
+    const gate = deferred<string>();
+    const leader = getOrComputeWith(cache, 'k', options, () => gate.promise);
+    const joiner = getOrComputeWith(cache, 'k', { ttl: 10_000 }, () => 'never');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await leader).toBe(5);
+    expect(await joiner).toBe('hello');
+    gate.resolve('later');
+    await flush();
+  });
+
+  it('on an isolated runtime a watching joiner gets its own output too', async () => {
+    configure({ isolatedRequests: true });
+    try {
+      const cache = testCache();
+      const gate = deferred<string>();
+      const leader = getOrComputeWith(cache, 'k', { checkValue: JoinLength }, () => gate.promise);
+      const joiner = getOrComputeWith(cache, 'k', {}, () => 'never');
+      const schema = getOrComputeWith(
+        cache,
+        'k',
+        { checkValue: z.string().transform((t) => `${t}!`) },
+        () => '',
+      );
+      gate.resolve('hello');
+      await vi.advanceTimersByTimeAsync(20);
+      expect(await leader).toBe(5);
+      expect(await joiner).toBe('hello');
+      expect(await schema).toBe('hello!');
+    } finally {
+      configure({ isolatedRequests: false });
+    }
   });
 });
