@@ -80,6 +80,25 @@ describe('a slow backend write', () => {
     expect(stats().hits).toBe(1);
   });
 
+  it('is joined only while its value is fresh: past its freshUntil a caller fills again', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const { cache, writes } = slowWrites();
+    let fills = 0;
+    const fill = async () => `v${++fills}`;
+    expect(await getOrComputeWith(cache, 'k', { ttl: 10 }, fill)).toBe('v1');
+    await vi.advanceTimersByTimeAsync(9);
+    expect(await getOrCompute(cache, 'k', 10, fill)).toBe('v1');
+    // At its freshUntil the value is no longer served as fresh, although its write is pending.
+    await vi.advanceTimersByTimeAsync(1);
+    const plain = getOrCompute(cache, 'k', 10, fill);
+    const zero = getOrComputeWith(cache, 'k', { ttl: 0 }, fill);
+    expect(await plain).toBe('v2');
+    expect(await zero).toBe('v2');
+    expect(fills).toBe(2);
+    for (const write of writes) write.land();
+    await flush();
+  });
+
   it('releases the lock only once it has landed, so a waiting replica finds the value', async () => {
     const { cache, writes } = slowWrites({ lock: true });
     const value = await getOrComputeWith(cache, 'k', { ttl: 60_000, distributedFillLock: true }, () => 'v');
