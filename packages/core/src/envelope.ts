@@ -79,13 +79,37 @@ export function toSerializer(option: unknown, name = 'serializer'): Serializer {
  * returns `undefined` for `undefined`, a function or a symbol), or whatever it throws (a BigInt, a cycle)
  */
 export function stringifyValue(value: unknown, serializer: SerializerOption = jsonSerializer): string {
+  const kind = typeof value;
+  // Never a cached value: superjson writes `{}` for one, which reads back as `undefined`.
+  if (kind === 'function' || kind === 'symbol') {
+    throw new TypeError(`the serializer cannot represent a ${kind}: a cached value is data`);
+  }
   const text = toSerializer(serializer).stringify(value);
   if (typeof text !== 'string') {
-    const kind = typeof value;
+    if (quietIfThenable(text)) {
+      throw new TypeError(
+        "the serializer's stringify returned a promise: a serializer must be synchronous (devalue's stringify, not stringifyAsync)",
+      );
+    }
     const article = kind === 'object' || kind === 'undefined' ? 'an' : 'a';
     throw new TypeError(`the serializer cannot represent ${article} ${kind} (it returned ${typeof text})`);
   }
   return text;
+}
+
+/**
+ * True when `value` is a thenable, whose rejection is then handled (an asynchronous serializer's
+ * promise, refused: left alone it would end the process when it rejects). A `then` that throws
+ * counts as one too.
+ */
+function quietIfThenable(value: unknown): boolean {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false;
+  try {
+    const then = (value as { then?: unknown }).then;
+    if (typeof then !== 'function') return false;
+    then.call(value, undefined, () => {});
+  } catch {}
+  return true;
 }
 
 /**
@@ -97,7 +121,63 @@ export function stringifyValue(value: unknown, serializer: SerializerOption = js
 export function parseValue(text: string, serializer: SerializerOption = jsonSerializer): unknown {
   const value = toSerializer(serializer).parse(text);
   if (value === undefined) throw new TypeError('stampede envelope: payload decodes to undefined');
+  if (quietIfThenable(value)) {
+    throw new TypeError(
+      "stampede envelope: the serializer's parse returned a promise (a serializer must be synchronous)",
+    );
+  }
   return value;
+}
+
+// What every serializer writes for this value tells its format apart: JSON's text, superjson's
+// `{"json":...}`, devalue's flattened array.
+const FORMAT_PROBE = { stampede: [1, 'a', true, null], at: 1.5 };
+const JSON_PROBE_TEXT = JSON.stringify(FORMAT_PROBE);
+// A mark as {@link formatMark} makes it: `~`, eight hex digits, `~` (never the start of JSON text).
+const MARK = /^~[0-9a-f]{8}~/;
+const formatMarks = new WeakMap<object, string>();
+
+/**
+ * The mark an entry's payload starts with under `serializer`, so that an entry another serializer
+ * wrote reads as a miss (a `decode` error) rather than as a wrong value: JSON's reader takes
+ * superjson's text for an object `{ json, meta }`, and devalue's reader takes JSON's `[1,2]` for `1`.
+ * `''` for JSON (the default) and for any serializer that writes JSON's text; otherwise `~` and a hash
+ * of the text the serializer writes for a fixed probe value, and `~` (unreadable as JSON, so an
+ * older release's JSON reader misses it too). A serializer that writes different text for the same
+ * value on two calls (a random IV), or cannot write the probe, gets no mark.
+ */
+export function formatMark(serializer: SerializerOption = jsonSerializer): string {
+  if (serializer === jsonSerializer || serializer === JSON) return '';
+  const known = formatMarks.get(serializer);
+  if (known !== undefined) return known;
+  let mark = '';
+  try {
+    const resolved = toSerializer(serializer);
+    const first: unknown = resolved.stringify(FORMAT_PROBE);
+    const second: unknown = resolved.stringify(FORMAT_PROBE);
+    quietIfThenable(first);
+    quietIfThenable(second);
+    if (typeof first === 'string' && first === second && first !== JSON_PROBE_TEXT) mark = `~${hash(first)}~`;
+  } catch {}
+  formatMarks.set(serializer, mark);
+  return mark;
+}
+
+/** FNV-1a (32 bits) of `text`'s UTF-16 code units, as eight hex digits. */
+function hash(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0).toString(16).padStart(8, '0');
+}
+
+/** The serializer's text inside `payload`, or a TypeError when another serializer's mark (or none) heads it. */
+function unmarked(payload: string, serializer: SerializerOption): string {
+  const mark = formatMark(serializer);
+  if (mark === '' ? !MARK.test(payload) : payload.startsWith(mark)) return payload.slice(mark.length);
+  throw new TypeError('stampede envelope: the entry was written with another serializer');
 }
 
 /**
@@ -203,13 +283,13 @@ function parseTime(text: string | undefined, field: string): number {
  * `s1t|createdAt|freshUntil|staleUntil|tags|payload` without a `delta`), its tags
  * {@link encodeTag}-ed and joined by `,`; an entry without tags keeps the untagged forms. The times
  * are whole milliseconds in plain digits (`''` for never), `delta` whole milliseconds, and the
- * payload is the serializer's text. The header is never valid JSON, so a client that JSON-parses
+ * payload is the serializer's text (after its {@link formatMark}, none under JSON). The header is never valid JSON, so a client that JSON-parses
  * every reply (Upstash's `automaticDeserialization`) hands it back untouched.
  *
  * @throws whatever the serializer throws for a value it cannot represent
  */
 export function encodeEnvelope(entry: CacheEntry, serializer: SerializerOption = jsonSerializer): string {
-  const payload = stringifyValue(entry.value, serializer);
+  const payload = formatMark(serializer) + stringifyValue(entry.value, serializer);
   const times = `${time(entry.createdAt, 'createdAt')}|${time(entry.freshUntil, 'freshUntil')}|${time(entry.staleUntil, 'staleUntil')}|`;
   const delta = entry.delta;
   const hasDelta = delta !== undefined && delta >= 0 && delta < Number.POSITIVE_INFINITY;
@@ -258,7 +338,7 @@ export function decodeEnvelope(text: unknown, serializer: SerializerOption = jso
   if (createdAt === Number.POSITIVE_INFINITY || staleUntil < freshUntil) {
     throw new TypeError('stampede envelope: inconsistent times');
   }
-  const value = parseValue(text.slice(at), serializer);
+  const value = parseValue(unmarked(text.slice(at), serializer), serializer);
   const delta = withDelta ? parseDelta(fields[3]) : undefined;
   if (!tagged) return buildEntry(value, createdAt, freshUntil, staleUntil, delta);
   const tags = (fields[withDelta ? 4 : 3] ?? '')

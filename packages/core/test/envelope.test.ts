@@ -9,11 +9,13 @@ import {
   integerText,
   jsonSerializer,
   type LegacySerializer,
+  parseValue,
   roundTripValue,
   type Serializer,
   stringifyValue,
   toSerializer,
 } from '../src/adapter.js';
+import { formatMark } from '../src/envelope.js';
 
 const entryArb = fc.record({
   value: fc.jsonValue().filter((v) => v !== undefined),
@@ -61,7 +63,8 @@ describe('envelope', () => {
       parse: (t) => t.toLowerCase(),
     };
     const text = encodeEnvelope({ value: 'abc', createdAt: 1, freshUntil: 2, staleUntil: 2 }, upper);
-    expect(text.endsWith('|ABC')).toBe(true);
+    // Its format's mark heads the payload (see formatMark).
+    expect(text).toMatch(/\|~[0-9a-f]{8}~ABC$/);
     expect(decodeEnvelope(text, upper).value).toBe('abc');
     const legacy: LegacySerializer = {
       serialize: (v) => String(v).toUpperCase(),
@@ -176,7 +179,82 @@ describe('stringifyValue', () => {
     expect(() => stringifyValue({ toJSON: () => undefined })).toThrow(
       new TypeError('the serializer cannot represent an object (it returned undefined)'),
     );
-    expect(() => stringifyValue(() => 1)).toThrow(/cannot represent a function \(it returned undefined\)/);
+    expect(() => stringifyValue(() => 1)).toThrow(/cannot represent a function: a cached value is data/);
+    expect(() => stringifyValue(Symbol('s'))).toThrow(/cannot represent a symbol/);
+  });
+
+  it("refuses a function under a serializer that would write one as '{}' (superjson), which reads back as undefined", () => {
+    const superjsonLike: Serializer = {
+      stringify: (value) => JSON.stringify({ json: typeof value === 'function' ? undefined : value }),
+      parse: (text) => (JSON.parse(text) as { json?: unknown }).json,
+    };
+    expect(() => stringifyValue(() => 1, superjsonLike)).toThrow(TypeError);
+  });
+
+  it('refuses an asynchronous serializer, and its rejected promise does not end the process', async () => {
+    const asyncStringify = {
+      stringify: (_value: unknown) => Promise.reject(new TypeError('Do not know how to serialize a BigInt')),
+      parse: JSON.parse,
+    } as unknown as Serializer;
+    expect(() => stringifyValue({ n: 1 }, asyncStringify)).toThrow(/stringify returned a promise/);
+    const asyncParse = { stringify: JSON.stringify, parse: async () => ({}) } as unknown as Serializer;
+    expect(() => parseValue('{}', asyncParse)).toThrow(/parse returned a promise/);
+    const never = { stringify: JSON.stringify, parse: () => new Promise(() => {}) } as unknown as Serializer;
+    expect(() => decodeEnvelope('s1|1|2|3|{}', never)).toThrow(/parse returned a promise/);
+    // Unhandled rejections fail the run: give them a turn.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  });
+});
+
+describe("an entry written with another serializer reads as a decode error, not another format's value", () => {
+  const entry = { value: [1, 2], createdAt: 1, freshUntil: 2, staleUntil: 3 };
+  // Two formats JSON.parse also reads: superjson's wrapper, and a devalue-like flattened array.
+  const wrapped: Serializer = {
+    stringify: (value) => JSON.stringify({ json: value }),
+    parse: (text) => (JSON.parse(text) as { json: unknown }).json,
+  };
+  const flattened: Serializer = {
+    stringify: (value) => JSON.stringify([value]),
+    parse: (text) => (JSON.parse(text) as unknown[])[0],
+  };
+
+  it('each pair of formats refuses the other, both ways, and each reads its own', () => {
+    const formats = [undefined, wrapped, flattened];
+    for (const writer of formats) {
+      const text = encodeEnvelope(entry, writer);
+      for (const reader of formats) {
+        if (reader === writer) expect(decodeEnvelope(text, reader)).toEqual(entry);
+        else expect(() => decodeEnvelope(text, reader)).toThrow(/written with another serializer/);
+      }
+    }
+  });
+
+  it("JSON's own text carries no mark: JSON, the default and a serializer that writes JSON's text read each other", () => {
+    const revivingJson: Serializer = { stringify: (v) => JSON.stringify(v), parse: (t) => JSON.parse(t) };
+    expect(formatMark(undefined)).toBe('');
+    expect(formatMark(JSON)).toBe('');
+    expect(formatMark(revivingJson)).toBe('');
+    expect(encodeEnvelope(entry)).toBe('s1|1|2|3|[1,2]');
+    expect(decodeEnvelope(encodeEnvelope(entry, revivingJson), JSON)).toEqual(entry);
+    // A marked payload is not JSON: an older release's JSON reader misses it too.
+    expect(() => JSON.parse(encodeEnvelope(entry, wrapped).slice('s1|1|2|3|'.length))).toThrow();
+  });
+
+  it('a serializer whose text differs between two calls (a random IV) gets no mark, and still round-trips', () => {
+    let n = 0;
+    const salted: Serializer = {
+      stringify: (value) => JSON.stringify({ salt: n++, value }),
+      parse: (text) => (JSON.parse(text) as { value: unknown }).value,
+    };
+    expect(formatMark(salted)).toBe('');
+    expect(decodeEnvelope(encodeEnvelope(entry, salted), salted)).toEqual(entry);
+  });
+
+  it('the mark depends only on what the serializer writes: two objects of one format share it', () => {
+    const again: Serializer = { stringify: wrapped.stringify, parse: wrapped.parse };
+    expect(formatMark(again)).toBe(formatMark(wrapped));
+    expect(formatMark(wrapped)).toMatch(/^~[0-9a-f]{8}~$/);
+    expect(formatMark(flattened)).not.toBe(formatMark(wrapped));
   });
 });
 

@@ -67,12 +67,30 @@ describe('stored format', () => {
     };
     const cache = newCache({ serializer });
     await setValue(cache, 'custom', [1, 2], { ttl: 60_000 });
-    expect(await client.get(redisKeys(prefix, 'custom').value)).toMatch(/\|custom:\[1,2\]$/);
+    expect(await client.get(redisKeys(prefix, 'custom').value)).toMatch(/\|~[0-9a-f]{8}~custom:\[1,2\]$/);
     expect((await cache.get('custom'))?.value).toEqual([1, 2]);
     const old = newCache({ serializer: legacy });
     await setValue(old, 'legacy', [3], { ttl: 60_000 });
-    expect(await client.get(redisKeys(prefix, 'legacy').value)).toMatch(/\|legacy:\[3\]$/);
+    expect(await client.get(redisKeys(prefix, 'legacy').value)).toMatch(/\|~[0-9a-f]{8}~legacy:\[3\]$/);
     expect((await old.get('legacy'))?.value).toEqual([3]);
+  });
+
+  it("reads an entry another serializer wrote as a miss plus a decode event, not as that format's value", async () => {
+    // superjson's shape: JSON.parse reads its text too, as `{ json: ... }`.
+    const wrapped = {
+      stringify: (value: unknown) => JSON.stringify({ json: value }),
+      parse: (text: string) => (JSON.parse(text) as { json: unknown }).json,
+    };
+    const writer = newCache({ serializer: wrapped });
+    const reader = newCache();
+    await setValue(writer, 'mixed', [1, 2], { ttl: 60_000 });
+    expect(await reader.get('mixed')).toBeUndefined();
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ operation: 'decode', key: 'mixed', cache: reader.name });
+    expect(String(events[0]?.error)).toMatch(/written with another serializer/);
+    await setValue(reader, 'mixed', [3], { ttl: 60_000 });
+    expect(await writer.get('mixed')).toBeUndefined();
+    expect(events).toHaveLength(2);
   });
 
   it.each([

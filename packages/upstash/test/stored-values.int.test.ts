@@ -167,7 +167,7 @@ describe('the serializer option', () => {
       },
     });
     await setValue(legacy, 'k', [3], { ttl: 60_000 });
-    expect(await raw(legacy, 'k')).toMatch(/\|legacy:\[3\]$/);
+    expect(await raw(legacy, 'k')).toMatch(/\|~[0-9a-f]{8}~legacy:\[3\]$/);
     expect(await getValue(legacy, 'k')).toEqual([3]);
   });
 });
