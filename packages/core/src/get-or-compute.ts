@@ -354,6 +354,16 @@ function coalesce(
     found !== undefined &&
     found.createdAt === flight.early?.entry?.createdAt &&
     takesEarlyAnswer(state, flight, options);
+  return joinChecked(state, flight, options, takesEarly);
+}
+
+/** Waits for `flight` and answers with its value as this caller's own `checkValue` gives it. */
+function joinChecked(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  takesEarly: boolean,
+): Promise<unknown> {
   const check = options.check;
   if (check === flight.check) return flight.join(options.signal, options.fillTimeout, takesEarly);
   // Another check (or none) than the call that started the fill: this caller's own check runs on
@@ -363,6 +373,15 @@ function coalesce(
       ? flight.joinStored(options.signal, options.fillTimeout, takesEarly)
       : flight.join(options.signal, options.fillTimeout, takesEarly);
   return joined.then((stored) => checkJoined(state, flight.key, stored, check));
+}
+
+/**
+ * Whether `flight` is a finished refresh of `entry` whose write has not landed yet: its fresh value
+ * answers a caller with grace instead of `entry`, as it answers one without (see `fill.ts`
+ * deliverFilled). Only a value not older than `entry` (another replica may have written a newer one).
+ */
+function refreshedOver(flight: Flight, entry: CacheEntry): boolean {
+  return flight.result !== undefined && flight.startedAt >= entry.createdAt && joinable(flight);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -407,6 +426,10 @@ function afterRead(
           // moves on), and it is the refresh a stale read would otherwise start.
           const flight = state.flights.get(key);
           if (flight !== undefined && flight.startedAt >= freshUntil) {
+            if (refreshedOver(flight, entry)) {
+              counters.hits++;
+              return joinChecked(state, flight, options, false);
+            }
             counters.staleHits++;
             return settledPromise(entry);
           }
@@ -423,8 +446,12 @@ function afterRead(
       return settledPromise(entry);
     }
     if (options.grace > 0 && now < entry.staleUntil) {
-      counters.staleHits++;
       const running = liveFlight(state.flights, key);
+      if (running !== undefined && refreshedOver(running, entry)) {
+        counters.hits++;
+        return joinChecked(state, running, options, false);
+      }
+      counters.staleHits++;
       if (running === undefined) refreshInBackground(state, key, options, fill, entry);
       // A refresh silent without proof (isolated runtimes): a timer turn tells a later read.
       else if (silentUnproven(running)) void timerTurn(running);
