@@ -24,8 +24,10 @@ export const ODD_KEYS: readonly string[] = [
 
 /**
  * Pairs of keys a careless adapter maps to one stored name: differing only in case, Unicode form
- * (NFC and NFD of the same text), whitespace, a trailing space, or past a 250-character limit, or
- * named like another key's lock. Keys are exact strings: each pair holds two different values.
+ * (NFC and NFD of the same text), whitespace, a trailing space, past a 250-character limit or far
+ * past any (100,000 characters: a key cut at 512 or 64K), in a lone surrogate (which UTF-8 turns
+ * into U+FFFD either way), or named like another key's lock. Keys are exact strings: each pair
+ * holds two different values.
  */
 export const NEAR_KEYS: readonly (readonly [string, string])[] = [
   ['Key', 'key'],
@@ -33,7 +35,19 @@ export const NEAR_KEYS: readonly (readonly [string, string])[] = [
   ['a b', 'a_b'],
   ['k', 'k '],
   [`${'x'.repeat(300)}1`, `${'x'.repeat(300)}2`],
+  [`${'x'.repeat(100_000)}1`, `${'x'.repeat(100_000)}2`],
+  ['k\uD800', 'k\uDFFF'],
   ['user', 'user:lock'],
+];
+
+/**
+ * Pairs of tags a careless adapter maps to one record: differing only in case, Unicode form, or a
+ * lone surrogate. Tags are exact strings, as keys are: invalidating one leaves the other's entries.
+ */
+export const NEAR_TAGS: readonly (readonly [string, string])[] = [
+  ['Tag', 'tag'],
+  ['caf\u00e9', 'cafe\u0301'],
+  ['k\uD800', 'k\uDFFF'],
 ];
 
 /** Values a user caches, including the falsy ones a careless adapter reads back as a miss. */

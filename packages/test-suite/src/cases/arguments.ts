@@ -52,6 +52,13 @@ const BAD_WRITES: readonly BadWrite[] = [
   ['an entry that is an array', (good) => [[good], OPTIONS], ENTRY],
   ['an entry without times', (good) => [{ value: good.value }, OPTIONS], ENTRY],
   ['an entry without a value', ({ value: _, ...times }) => [times, OPTIONS], ENTRY],
+  // The time the never-older and delete rules order by: without it every comparison is false.
+  ['an entry without createdAt', ({ createdAt: _, ...rest }) => [rest, OPTIONS], ENTRY],
+  [
+    'an entry with a string createdAt',
+    (good) => [{ ...good, createdAt: String(good.createdAt) }, OPTIONS],
+    ENTRY,
+  ],
   ['an entry with a NaN time', (good) => [{ ...good, freshUntil: Number.NaN }, OPTIONS], ENTRY],
   [
     'an entry with a string time',

@@ -6,9 +6,17 @@ import { entry, expectReplicated, expectRoundTrip } from '../entries.js';
 // A gap between a delete and the writes around it that no adapter's clock tie-break can blur
 // (Redis adapters convert between this process's clock and the server's).
 const GAP = 50;
+// How long ago a delete may be and still refuse a fill that started before it: seconds on a fake
+// clock (within the 10 s the Redis adapters keep a tombstone by default, their `tombstoneTtl`); on a
+// real one just past a second, the longest a case may wait.
+const LONG_AGO_FAKE = 5_000;
+const LONG_AGO_REAL = 1_100;
 
 /** Which write wins: never an older one, and never one whose fill started before a delete. */
 export function orderingCases(ctx: SuiteContext): void {
+  const { serverClock } = ctx.options.capabilities;
+  const longAgo = ctx.options.clock === 'fake' ? LONG_AGO_FAKE : LONG_AGO_REAL;
+
   it('never replaces a newer entry with an older one, and answers false for the write it refused', async () => {
     const cache = ctx.cache();
     const now = Date.now();
@@ -44,6 +52,29 @@ export function orderingCases(ctx: SuiteContext): void {
     ] as const) {
       expect(await cache.set('longer', older, { ttl: undefined }), label).toBe(false);
       expectRoundTrip(await cache.get('longer'), newer, ctx.options.capabilities.serverClock);
+    }
+  });
+
+  // The never-older rule holds for as long as the newer entry is stored, not only while it is fresh:
+  // a stale entry (in its grace, or past its staleUntil and kept by its physical TTL for fail-safe)
+  // still outranks a fill that started before it.
+  it('refuses an older write over a newer entry that is no longer fresh (in its grace, or kept past staleUntil)', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    // Fresh briefly, then in a grace of an hour, or past staleUntil but kept an hour. Long enough on
+    // a real clock that a loaded machine's write lands before its staleUntil.
+    const fresh = ctx.options.clock === 'fake' ? 100 : 300;
+    const inGrace = entry('newer, in its grace', now, fresh, 3_600_000);
+    const pastStale = entry('newer, past its staleUntil', now, fresh);
+    await cache.set('stale-newer', inGrace, { ttl: 3_600_000 + fresh });
+    await cache.set('kept-newer', pastStale, { ttl: 3_600_000 });
+    await ctx.wait(fresh + 100);
+    for (const [key, newer] of [
+      ['stale-newer', inGrace],
+      ['kept-newer', pastStale],
+    ] as const) {
+      expect(await cache.set(key, entry('older', now - 1_000, 60_000), { ttl: 60_000 }), key).toBe(false);
+      expectRoundTrip(await cache.get(key), newer, serverClock);
     }
   });
 
@@ -85,6 +116,22 @@ export function orderingCases(ctx: SuiteContext): void {
     const after = await cache.get('tie-rearm');
     expect(after?.value).toBe('kept');
     expect(after?.freshUntil ?? 0).toBeGreaterThan(now);
+  });
+
+  // A re-arm (`renews`) writes back the entry it read, with that entry's createdAt: the never-older
+  // rule applies to it as to any write, so a newer fill that landed since the read stays.
+  it('refuses a re-arm (renews) once a newer fill replaced the entry it read, and answers false', async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    await cache.set('rearm-late', entry('read', now - 1_000, 500, 60_000), { ttl: 60_000 });
+    const read = await cache.get('rearm-late');
+    expect(read?.value).toBe('read');
+    if (read === undefined) return;
+    const newer = entry('newer fill', now, 60_000);
+    expect(await cache.set('rearm-late', newer, { ttl: 60_000 })).not.toBe(false);
+    const rearmed = { ...read, freshUntil: now + 30_000, staleUntil: now + 60_000 };
+    expect(await cache.set('rearm-late', rearmed, { ttl: 60_000, renews: read })).toBe(false);
+    expectRoundTrip(await cache.get('rearm-late'), newer, serverClock);
   });
 
   it('stores a setValue made right after an invalidate (the same millisecond on a fake clock)', async () => {
@@ -146,6 +193,40 @@ export function orderingCases(ctx: SuiteContext): void {
     const later = entry('after', Date.now(), 60_000);
     await cache.set('deleted', later, { ttl: 60_000 });
     expectReplicated(await peer.get('deleted'), later);
+  });
+
+  // A delete is remembered for as long as a fill may run, not only for a moment (a store that
+  // forgets its deletions after a second brings the key back under a slower fill).
+  it(`refuses a write whose fill started before a delete made long before it (${
+    ctx.options.clock === 'fake' ? '5 seconds' : 'over a second on a real clock'
+  })`, async () => {
+    const cache = ctx.cache();
+    const peer = await ctx.peer();
+    const fillStarted = Date.now();
+    await cache.set('long-deleted', entry('before', fillStarted - 1_000, 60_000), { ttl: 60_000 });
+    await ctx.wait(GAP);
+    await peer.delete('long-deleted');
+    await ctx.wait(longAgo);
+    // Fresh for an hour: refused for the delete, not because it expired while the fill ran.
+    const late = entry('resurrected', fillStarted, 3_600_000);
+    expect(await cache.set('long-deleted', late, { ttl: 3_600_000 })).toBe(false);
+    expect(await cache.get('long-deleted')).toBeUndefined();
+    expect(await peer.get('long-deleted')).toBeUndefined();
+  });
+
+  // The delete rule refuses fills only: a direct write (`setValue`) comes after every delete its
+  // caller knows of, whatever the createdAt it carries, so it is stored.
+  it('stores a direct write (setValue) whose createdAt is before a delete (a delete refuses fills only)', async () => {
+    const cache = ctx.cache();
+    const peer = await ctx.peer();
+    const dated = Date.now();
+    await cache.set('direct-after-delete', entry('old', dated - 1_000, 60_000), { ttl: 60_000 });
+    // Well before the delete, not in its millisecond, where a tie-break could let it through.
+    await ctx.wait(GAP);
+    await peer.delete('direct-after-delete');
+    const direct = entry('direct', dated, 60_000);
+    expect(await cache.set('direct-after-delete', direct, { ttl: 60_000, direct: true })).not.toBe(false);
+    expect((await cache.get('direct-after-delete'))?.value).toBe('direct');
   });
 
   it('keeps an invalidation made during a fill (getOrCompute, invalidate)', async () => {

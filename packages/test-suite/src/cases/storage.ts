@@ -2,6 +2,12 @@ import { expect, it } from 'vitest';
 import type { SuiteContext } from '../context.js';
 import { entry, expectReplicated, expectRoundTrip, NEAR_KEYS, ODD_KEYS, VALUES } from '../entries.js';
 
+// A long key is named by its length and its end, where the two keys of a pair differ.
+const keyLabel = (key: string): string =>
+  key.length <= 24
+    ? JSON.stringify(key)
+    : `a ${key.length}-character key ending ${JSON.stringify(key.slice(-1))}`;
+
 const isThenable = (value: unknown): boolean =>
   typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 
@@ -108,6 +114,36 @@ export function storageCases(ctx: SuiteContext): void {
     expectRoundTrip(await cache.get('forever'), written, capabilities.serverClock);
   });
 
+  // The physical `ttl` is counted from the write: an entry whose fill started two minutes ago
+  // (a slow fill, a re-armed old value) is kept `ttl` from now, not `ttl` from its createdAt.
+  it("counts the physical TTL from the write, not from the entry's createdAt", async () => {
+    const cache = ctx.cache();
+    const now = Date.now();
+    // Created two minutes ago, stale until a minute from now, kept a minute.
+    const written = entry('filled long ago', now - 120_000, 150_000, 30_000);
+    const expected = structuredClone(written);
+    await cache.set('old-fill', written, { ttl: 60_000 });
+    expectRoundTrip(await cache.get('old-fill'), expected, capabilities.serverClock);
+  });
+
+  // The physical `ttl` is the adapter's to honour in full, and no `ttl` means until deleted or
+  // evicted: no cap of the adapter's own. Minutes and a day pass only on a fake clock.
+  it.skipIf(ctx.options.clock !== 'fake')(
+    'keeps an entry for its whole physical TTL: an hour-long one after 11 minutes, one without TTL after a day (fake clock only: a real clock cannot wait that long)',
+    async () => {
+      const cache = ctx.cache();
+      const now = Date.now();
+      const hour = entry('an hour', now, 3_600_000);
+      const forever = entry('forever', now, undefined);
+      await cache.set('hour', hour, { ttl: 3_600_000 });
+      await cache.set('no-ttl', forever, { ttl: undefined });
+      await ctx.wait(11 * 60_000);
+      expectRoundTrip(await cache.get('hour'), hour, capabilities.serverClock);
+      await ctx.wait(24 * 3_600_000 - 11 * 60_000);
+      expectRoundTrip(await cache.get('no-ttl'), forever, capabilities.serverClock);
+    },
+  );
+
   it('drops an entry after its physical TTL', async () => {
     const cache = ctx.cache();
     // Long enough that a loaded machine still reads it back before it lapses.
@@ -139,7 +175,7 @@ export function storageCases(ctx: SuiteContext): void {
     },
   );
 
-  it.each(NEAR_KEYS.map(([a, b]) => [JSON.stringify(a).slice(0, 24), JSON.stringify(b).slice(0, 24), a, b]))(
+  it.each(NEAR_KEYS.map(([a, b]) => [keyLabel(a), keyLabel(b), a, b]))(
     'keeps %s and %s apart (keys are exact strings)',
     async (_a, _b, first, second) => {
       const cache = ctx.cache();
