@@ -175,8 +175,8 @@ function deliverFound(flight: Flight, value: unknown, stored: unknown): void {
 }
 
 /**
- * Writes the fill's value (unless it is `undefined` or the key was invalidated meanwhile) and hands
- * it to the flight's callers.
+ * Writes the fill's value (unless it is `undefined` or the key was invalidated meanwhile), created
+ * at `createdAt` (when the fill function was called), and hands it to the flight's callers.
  *
  * The callers hear when the fill ends, not when the write lands: a slow backend delays nobody's
  * answer. Until the write has landed (or failed, which is reported) the flight stays registered,
@@ -196,6 +196,7 @@ function deliverFilled(
   flight: Flight,
   value: unknown,
   options: ResolvedOptions,
+  createdAt: number,
   delta: number,
   checked: { readonly value: unknown; readonly stored: unknown } | undefined,
   commit: Commit | undefined,
@@ -203,7 +204,7 @@ function deliverFilled(
   if (flight.result !== undefined) return undefined;
   let pending: Promise<void> | undefined;
   if (value !== undefined && !flight.invalidated) {
-    const entry = entryFor(value, flight.startedAt, options, delta);
+    const entry = entryFor(value, createdAt, options, delta);
     flight.freshUntil = entry.freshUntil;
     const ttl = physicalTtl(options);
     // A fill that started after every invalidation of its tags this process made says so: an
@@ -282,7 +283,12 @@ function waitUntilThrew(where: string, error: unknown): string {
  */
 type LockPhaseResult =
   | { readonly kind: 'fill'; readonly lock: FillLock | undefined }
-  | { readonly kind: 'found'; readonly value: unknown; readonly lock: FillLock | undefined }
+  | {
+      readonly kind: 'found';
+      readonly value: unknown;
+      readonly createdAt: number;
+      readonly lock: FillLock | undefined;
+    }
   | { readonly kind: 'stop' };
 
 const FILL_WITHOUT_LOCK: LockPhaseResult = { kind: 'fill', lock: undefined };
@@ -330,23 +336,36 @@ async function runFlight(
   stale: unknown,
   hint: WaitHint | undefined,
 ): Promise<void> {
-  const next = usesFleetLock(state, options)
-    ? await lockPhase(state, flight, options, hint)
-    : FILL_WITHOUT_LOCK;
-  if (next.kind === 'stop') return;
-  if (next.kind === 'found') {
-    const found =
-      options.check === undefined ? next : await checkCached(state, flight.key, next.value, options.check);
-    if (found !== undefined) {
-      state.counters.lockWaitHits++;
-      deliverFound(flight, found.value, next.value);
-      if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
-      return;
+  const locked = usesFleetLock(state, options);
+  let wait = hint;
+  for (let refusals = 0; ; refusals++) {
+    const next = locked ? await lockPhase(state, flight, options, wait) : FILL_WITHOUT_LOCK;
+    if (next.kind === 'stop') return;
+    if (next.kind === 'found') {
+      const found =
+        options.check === undefined ? next : await checkCached(state, flight.key, next.value, options.check);
+      if (found !== undefined) {
+        state.counters.lockWaitHits++;
+        deliverFound(flight, found.value, next.value);
+        if (next.lock !== undefined) await releaseLock(state, flight.key, next.lock, 'filled');
+        return;
+      }
+      // Another replica's value failed the check (written by other code, a deploy changing the
+      // value's shape). With the lock: fill it here. Without (it was found while the lock was held
+      // elsewhere): wait again, for a value newer than this one, as the holder may be filling one
+      // the check passes; after a few refused values, fill here.
+      if (next.lock === undefined && refusals < REFUSED_WAITS && flight.result === undefined) {
+        wait = { previous: wait?.previous, early: wait?.early === true, refusedAt: next.createdAt };
+        continue;
+      }
     }
-    // Another replica's value failed the check (written by other code): fill it here instead.
+    await fillPhase(state, flight, options, fill, stale, next.lock);
+    return;
   }
-  await fillPhase(state, flight, options, fill, stale, next.lock);
 }
+
+// How many values a lock waiter's `checkValue` may refuse before it fills without the lock.
+const REFUSED_WAITS = 3;
 
 /** True when the flight should take the fleet's lock; warns (once) if the cache cannot give one. */
 function usesFleetLock(state: CacheState, options: ResolvedOptions): boolean {
@@ -380,14 +399,15 @@ async function lockPhase(
     flight.settle(previous === undefined ? answered(undefined, undefined) : answeredWith(previous));
     return stopped(state, key, undefined);
   }
-  if (got.kind === 'value') return { kind: 'found', value: got.entry.value, lock: undefined };
+  if (got.kind === 'value')
+    return { kind: 'found', value: got.entry.value, createdAt: got.entry.createdAt, lock: undefined };
   if (lock === undefined) return FILL_WITHOUT_LOCK;
   // A cache that read the key with the lock attempt answered the double-check already.
   const entry =
     got.kind === 'lock' && got.read !== undefined ? got.read.entry : await readEntryAsync(state, key);
   if (flight.result !== undefined) return stopped(state, key, lock);
   if (entry !== undefined && Date.now() < entry.freshUntil && !staleFor(hint, entry))
-    return { kind: 'found', value: entry.value, lock };
+    return { kind: 'found', value: entry.value, createdAt: entry.createdAt, lock };
   return { kind: 'fill', lock };
 }
 
@@ -529,6 +549,7 @@ async function fillPhase(
     flight,
     value,
     options,
+    startedAt,
     delta,
     checked?.ok ? { value: checked.value, stored: cachedValue } : undefined,
     held?.commit,

@@ -31,6 +31,11 @@ export interface WaitHint {
    * holder's value, and a refresh that loses the lock does not wait it out (see {@link acquireOrWait}).
    */
   readonly early: boolean;
+  /**
+   * The `createdAt` of an entry another replica wrote that this flight's `checkValue` refused, if
+   * any: only a newer entry is the holder's value (the holder may be filling one the check passes).
+   */
+  readonly refusedAt?: number | undefined;
 }
 
 /**
@@ -99,8 +104,9 @@ export async function acquireOrWait(
   const { counters, cache } = state;
   const previous = hint?.previous;
   // For an early refresh, the createdAt the holder's value must be newer than.
-  const newerThan = hint?.early === true && previous !== undefined ? previous.createdAt : undefined;
-  // The holder's value: fresh, and for an early refresh newer than the still-fresh entry it had.
+  const newerThan = hint?.early === true && previous !== undefined ? previous.createdAt : hint?.refusedAt;
+  // The holder's value: fresh, and for an early refresh newer than the still-fresh entry it had (or
+  // than an entry the check refused).
   const isHolders = (entry: CacheEntry | undefined): entry is CacheEntry =>
     entry !== undefined &&
     Date.now() < entry.freshUntil &&
