@@ -185,7 +185,9 @@ export interface Cache {
   /**
    * Tries to take the fill lock for `key` for `ttl` ms. Resolves the lock, or `undefined` when
    * another holder has it. Optional: without it `distributedFillLock` falls back to in-process
-   * protection with a one-time warning.
+   * protection with a one-time warning. A cache that had it and can no longer take locks (a Redis
+   * user refused scripts) makes the member answer `undefined` (a getter) and warns itself: the core
+   * then protects in-process without a warning of its own.
    */
   tryAcquireFillLock?: ((key: string, ttl: number) => MaybePromise<FillLock | undefined>) | undefined;
   /**

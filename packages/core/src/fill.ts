@@ -370,8 +370,11 @@ const REFUSED_WAITS = 3;
 /** True when the flight should take the fleet's lock; warns (once) if the cache cannot give one. */
 function usesFleetLock(state: CacheState, options: ResolvedOptions): boolean {
   if (!options.lock) return false;
-  if (state.cache.tryAcquireFillLock !== undefined) return true;
-  warnNoLock(state);
+  const { cache } = state;
+  if (cache.tryAcquireFillLock !== undefined) return true;
+  // A cache that has the member but answers `undefined` withdrew its lock (a Redis user refused
+  // scripts) and has said why in a warning of its own: one is enough.
+  if (!('tryAcquireFillLock' in cache)) warnNoLock(state);
   return false;
 }
 

@@ -531,6 +531,18 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(events.filter((type) => type === 'warning')).toHaveLength(1);
   });
 
+  it('on a cache that withdrew its lock (the member answers undefined): in-process protection, no warning of the core', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const base = testCache({ lock: true });
+    // As a Redis binding whose user was refused scripts: it warned itself, and answers undefined.
+    const cache = Object.assign(base, { tryAcquireFillLock: undefined });
+    const fill = vi.fn(async () => 1);
+    await Promise.all(Array.from({ length: 10 }, () => getOrComputeWith(cache, 'k', LOCKED, fill)));
+    expect(fill).toHaveBeenCalledTimes(1);
+    expect(stats()).toMatchObject({ lockAcquired: 0, lockContended: 0 });
+    expect(warn).not.toHaveBeenCalled();
+  });
+
   it('caches made alike print one warning line between them; each still emits its warning event', async () => {
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
     const events: string[] = [];
