@@ -157,8 +157,9 @@ function checkOptions(options: NodeRedisCacheOptions): void {
  * and `@stampede/upstash` under the same prefix. Connect the client yourself first.
  *
  * Creating the cache starts its warm-up in the background (nothing to await, nothing thrown): the
- * scripts are loaded, the server clock measured, the subscriber connected and the eviction policy
- * of the lock's server read (a one-time `warning` when it can evict a lock).
+ * scripts are loaded, the server clock measured, the subscriber connected and the eviction policies
+ * of the lock's and the values' servers read (one `warning` when they can evict a lock, or a
+ * tombstone or a tag's record before the values it invalidates).
  *
  * @example
  * import { createClient } from 'redis';

@@ -82,7 +82,7 @@ export function createNotifier(
       open: () => !closed && subscriber !== undefined,
       unsubscribe: (channel, key) => {
         const current = subscriber;
-        if (current !== undefined) send('unsubscribe', key, () => current.connection.unsubscribe(channel));
+        if (current !== undefined) unsubscribe(key, () => current.connection.unsubscribe(channel));
       },
       report: (key, error) => operations.report('subscribe', key, error),
     },
@@ -170,10 +170,10 @@ export function createNotifier(
     return subscriber;
   };
 
-  const send = (what: 'subscribe' | 'unsubscribe', key: string, command: () => Promise<unknown>): void => {
-    operations.call(what, key, command).catch((error: unknown) => {
+  const unsubscribe = (key: string, command: () => Promise<unknown>): void => {
+    operations.call('unsubscribe', key, command).catch((error: unknown) => {
       // Closed meanwhile (the connection destroyed under the command): nothing is left to listen.
-      if (!closed) operations.report('subscribe', key, error);
+      if (!closed) operations.reportUnsubscribe(key, error);
     });
   };
 
@@ -231,7 +231,7 @@ export function createNotifier(
           .catch((error: unknown) => {
             // A tiered cache's close() stops listening, then the cache's close() ends the connection
             // under the UNSUBSCRIBE it did not wait for: the documented shutdown is no fault.
-            if (!closed) operations.report('subscribe', undefined, error);
+            if (!closed) operations.reportUnsubscribe(undefined, error);
           });
       };
     },

@@ -1,4 +1,5 @@
-import { getOrComputeWith, onStampedeEvent, type WarningEvent } from '@stampede/core';
+import { createTieredCache, getOrComputeWith, onStampedeEvent, type WarningEvent } from '@stampede/core';
+import { createMemoryCache } from '@stampede/memory';
 import {
   freePort,
   type RedisServer,
@@ -104,8 +105,16 @@ describe('node-redis in production', () => {
     expect(lockStats).not.toMatch(/cmdstat_eval:/);
     expect(lockStats).toMatch(/cmdstat_script\|load:calls=\d+/);
     expect(await valuesAdmin.keys(`${prefix}*`)).toEqual([`${prefix}{k}`]);
-    // The evicting server holds no lock: no warning for these caches.
-    expect(warnings.filter((warning) => warning.cache.startsWith('nr-split'))).toEqual([]);
+    // The evicting server holds no lock, but it holds the tombstones and tags' records: one warning
+    // per cache, of invalidations only (before: none).
+    for (const name of ['nr-split-a', 'nr-split-b']) {
+      const found = warnings.filter((warning) => warning.cache === name);
+      expect(found).toHaveLength(1);
+      expect(found[0]?.message).toMatch(
+        /Redis holding the values of cache 'nr-split-.' has maxmemory-policy allkeys-lru.*tag's invalidation record.*tombstone/,
+      );
+      expect(found[0]?.message).not.toMatch(/fill lock/);
+    }
   });
 
   it('warns once when the lock server can evict', async () => {
@@ -197,6 +206,39 @@ describe('node-redis as a user without channels (the default for a new user on R
     await waitFor(() => refused().length > 0, { message: 'the SUBSCRIBE warning' });
     expect(refused()).toHaveLength(1);
     expect(refused()[0]?.message).toMatch(/NOPERM.*they poll/);
+  });
+});
+
+describe('node-redis as a user without UNSUBSCRIBE', () => {
+  it('closing a tiered cache (which leaves the bus) gives no SUBSCRIBE warning: nothing stopped hearing', async () => {
+    // Before: the refused UNSUBSCRIBE was reported as a refused SUBSCRIBE ("Lock waiters are not woken").
+    const admin = observe(locks.url);
+    await admin.call('ACL', 'SETUSER', 'nr-nounsubscribe', 'on', '>pw', '~*', '&*', '+@all', '-unsubscribe');
+    const remote = createNodeRedisCache({
+      client: await connected(locks.url.replace('redis://', 'redis://nr-nounsubscribe:pw@')),
+      name: 'nr-nounsubscribe',
+      prefix: randomPrefix('nr-nounsubscribe'),
+    });
+    closers.push(() => remote.close());
+    const errors: unknown[] = [];
+    const off = onStampedeEvent((event) => {
+      if (event.type === 'backend-error' && event.cache === remote.name) errors.push(event.error);
+    });
+    try {
+      const tiered = createTieredCache({
+        local: createMemoryCache(),
+        remote,
+        name: 'nr-nounsubscribe-tiered',
+      });
+      expect(await getOrComputeWith(tiered, 'k', { ttl: 60_000 }, () => 1)).toBe(1);
+      await tiered.close();
+      // The UNSUBSCRIBE was answered (refused): a fault, counted.
+      await waitFor(() => errors.length > 0, { message: 'the refused UNSUBSCRIBE' });
+      expect(String(errors[0])).toMatch(/unsubscribe/i);
+      expect(warnings.filter((warning) => warning.cache === remote.name)).toEqual([]);
+    } finally {
+      off();
+    }
   });
 });
 

@@ -2,6 +2,13 @@ import { messageOf, reportWarning } from '@stampede/core/adapter';
 import { redactServerEcho } from './errors.js';
 
 /**
+ * A command some scripts need besides those every script needs: `TIME` (the clock; deletes and tag
+ * invalidations fall back to an estimate), `PEXPIRE` (a lock's extension), `PTTL` (a tombstone kept
+ * as long as the key's lock). A refusal of one costs only what uses it.
+ */
+export type AuxiliaryCommand = 'TIME' | 'PEXPIRE' | 'PTTL';
+
+/**
  * What the Redis user may do, as learnt from the server's refusals. Starts with everything allowed;
  * a refusal turns a capability off for the life of the cache (with one warning each), so a user
  * whose ACL lacks scripting costs one refused call, not a wait per herd.
@@ -27,10 +34,11 @@ export interface ServerAccess {
   /** Turns `publish` off after a refused announcement (warning once). */
   publishRefused(error: unknown): void;
   /**
-   * Looks at a failure of a script that needs one command of its own (`LuaScript.auxiliary`): a
+   * Looks at a refusal of one command a script needs of its own (`LuaScript.auxiliary`, or `PTTL`,
+   * which the delete and the lock's extension call with `pcall` and report in their reply): a
    * permission refusal gets one warning per command (what is lost without it); scripting stays on.
    */
-  auxiliaryFailed(command: 'TIME' | 'PEXPIRE', error: unknown): void;
+  auxiliaryFailed(command: AuxiliaryCommand, error: unknown): void;
 }
 
 /**
@@ -51,6 +59,21 @@ export function isPermissionError(error: unknown): boolean {
 export function isScriptingUnavailable(error: unknown): boolean {
   const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
   return /unknown command [`'](?:eval|evalsha)(?:_ro)?[`']/i.test(message);
+}
+
+/**
+ * True when `error`, a script's failure, is Redis refusing `command` alone, from inside the script:
+ * a NOPERM that names it (`... to run the 'time' command`, Redis 7.2 on), or Redis 7.0's refusal of
+ * a command inside a script, which names none (`The user executing the script can't run this
+ * command`). A refusal of the script itself (`... to run the 'evalsha' command`), of another command
+ * it names, or of a key, is not: that is a refusal of scripts.
+ */
+export function isAuxiliaryRefusal(error: unknown, command: string): boolean {
+  if (!isPermissionError(error)) return false;
+  const message = error instanceof Error ? error.message : String(error);
+  const named = /\brun the '([^']+)' command/i.exec(message)?.[1];
+  if (named !== undefined) return named.toLowerCase() === command.toLowerCase();
+  return /user executing the script can't run this command/i.test(message);
 }
 
 const ACL_HINT =
@@ -75,7 +98,7 @@ function refusalWarnings<K extends string>(
 export function createServerAccess(name: string): ServerAccess {
   let scripts = true;
   let publish = true;
-  const warnAuxiliary = refusalWarnings<'TIME' | 'PEXPIRE'>(name);
+  const warnAuxiliary = refusalWarnings<AuxiliaryCommand>(name);
   return {
     get scripts() {
       return scripts;
@@ -105,9 +128,14 @@ export function createServerAccess(name: string): ServerAccess {
             "(an entry's createdAt and freshness, a delete's tombstone, a tag's invalidation) are then this " +
             "replica's own clock: replicas whose clocks disagree may order a fill and a delete wrongly, or keep " +
             `a value fresh longer. Allow TIME (+time; it is in no category but @fast); ${ACL_HINT}.`
-          : `stampede: Redis refused to extend a fill lock of cache '${name}' (${refusal}). A fill ` +
-            'that outlasts lockTtl then loses its lock, and another replica may fill the key at the same ' +
-            `time. Allow PEXPIRE (+pexpire); ${ACL_HINT}.`,
+          : command === 'PEXPIRE'
+            ? `stampede: Redis refused to extend a fill lock of cache '${name}' (${refusal}). A fill ` +
+              'that outlasts lockTtl then loses its lock, and another replica may fill the key at the same ' +
+              `time. Allow PEXPIRE (+pexpire); ${ACL_HINT}.`
+            : `stampede: Redis refused PTTL to cache '${name}' (${refusal}). A delete made while a fill ` +
+              "holds the key's lock then keeps its tombstone only tombstoneTtl, not as long as the lock, and " +
+              "the lock's extensions no longer extend it: a locked fill that started before the delete and " +
+              `ends after its tombstone writes its older value back, undoing the delete. Allow PTTL (+pttl); ${ACL_HINT}.`,
       );
     },
     publishRefused(error) {

@@ -118,8 +118,9 @@ export interface RedisProtocolCache {
   /**
    * Prepares for the first herd in the background, so that it runs like a warm one: loads every
    * script on its server (`SCRIPT LOAD`, where the client can), measures the server clock, checks
-   * that the lock client may run scripts and reads its eviction policy (a one-time warning when it
-   * can evict a lock). Never rejects; the first fault (other than a refusal of SCRIPT LOAD or CONFIG)
+   * that the lock client may run scripts and reads the eviction policy of the lock's and the values'
+   * servers (one warning when they can evict a lock, or a tag's record or a tombstone before the
+   * values it invalidates). Never rejects; the first fault (other than a refusal of SCRIPT LOAD or CONFIG)
    * is reported once as a `backend-error` with operation `'warm-up'`.
    */
   warmUp(): Promise<void>;
@@ -315,11 +316,13 @@ export function createRedisProtocolCache(
       const names = remoteKeys(prefix, key);
       // Where the locks live with the values, the tombstone lives as long as a fill's lock.
       const keys = writer === undefined ? [names.value] : [names.value, names.lock];
-      await operations.keepAlive(
+      const reply = await operations.keepAlive(
         operations.call('delete', key, () =>
           runScript(DELETE_SCRIPT, keys, [pxArgument(tombstoneTtl), serverNow()]),
         ),
       );
+      // Deleted, but the script could not read the lock's TTL: see DELETE_LUA.
+      if (typeof reply === 'string') context.access.auxiliaryFailed('PTTL', new Error(reply));
     },
     roundTrip(value) {
       return roundTripValue(value, serializer);
@@ -472,7 +475,11 @@ async function warmUp(context: RedisProtocolContext, measureClock: () => unknown
       operations.call('time', undefined, () => runLockScript(TIME_SCRIPT, [], [])).catch(report),
     );
   }
-  await Promise.all([...loaded, ...probes, checkEvictionPolicy(lockClient, operations.name, separate)]);
+  await Promise.all([
+    ...loaded,
+    ...probes,
+    checkEvictionPolicy(lockClient, operations.name, separate, client),
+  ]);
 }
 
 // A refused SCRIPT LOAD or CONFIG is the user's choice: scripts still run by EVAL, and the eviction

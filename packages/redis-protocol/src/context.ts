@@ -1,4 +1,9 @@
-import { createServerAccess, isScriptingUnavailable, type ServerAccess } from './access.js';
+import {
+  createServerAccess,
+  isAuxiliaryRefusal,
+  isScriptingUnavailable,
+  type ServerAccess,
+} from './access.js';
 import type { RedisProtocolClient } from './client.js';
 import type { OperationRunner } from './operation.js';
 import { createReleaseRetries, type ReleaseRetries } from './release-retry.js';
@@ -44,10 +49,13 @@ function watched(runner: ScriptRunner, access: ServerAccess): ScriptRunner {
       return await runner(script, keys, args);
     } catch (error) {
       const announcing = script.announcement !== undefined && (args[script.announcement] ?? '') !== '';
-      // A server without EVAL/EVALSHA refuses every script, whatever it holds.
+      // A server without EVAL/EVALSHA refuses every script, whatever it holds. A script that needs
+      // a command of its own (TIME, PEXPIRE) may be refused that command alone, from inside it; a
+      // refusal of EVALSHA itself (or of a key) is a refusal of scripts, whichever script met it.
       if (isScriptingUnavailable(error)) access.scriptFailed(error);
-      else if (script.auxiliary !== undefined) access.auxiliaryFailed(script.auxiliary, error);
-      else if (!announcing) access.scriptFailed(error);
+      else if (script.auxiliary !== undefined && isAuxiliaryRefusal(error, script.auxiliary)) {
+        access.auxiliaryFailed(script.auxiliary, error);
+      } else if (!announcing) access.scriptFailed(error);
       throw error;
     }
   };

@@ -143,7 +143,9 @@ export function fillLockHandle(
         lapsesBy = Math.max(lapsesBy, Date.now() + ttl);
         throw error;
       }
-      const extended = Number(held) === 1;
+      // Extended, but the tombstone on the key could not be (see EXTEND_LOCK_LUA): PTTL refused.
+      if (typeof held === 'string') access.auxiliaryFailed('PTTL', new Error(held));
+      const extended = Number(held) === 1 || typeof held === 'string';
       if (extended) lapsesBy = Math.max(lapsesBy, Date.now() + ttl);
       return extended;
     },

@@ -1,7 +1,9 @@
 export {
+  type AuxiliaryCommand,
   type ChannelRefusalWatch,
   createChannelRefusalWatch,
   createServerAccess,
+  isAuxiliaryRefusal,
   isPermissionError,
   isScriptingUnavailable,
   type ServerAccess,

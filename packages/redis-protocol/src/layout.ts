@@ -378,18 +378,24 @@ export const WRITE_GUARD_LUA = writeGuardLua(5);
  * one clock, the server's, whatever the replicas' clocks say. While a fill holds the key's lock the
  * tombstone lives at least as long as the lock, and {@link EXTEND_LOCK_LUA} extends it with the
  * lock: a locked fill that started before the delete can never outlive it and write its older value.
- * `PTTL` is called with `pcall`: a user who may not run it (an ACL line from before it was needed)
- * gets the plain `tombstoneTtl`, not a failed delete.
+ * Returns 1. `PTTL` is called with `pcall`: a user who may not run it (an ACL line from before it was
+ * needed) still deletes, with the plain `tombstoneTtl`, and the script returns the refusal's text
+ * instead of 1, so that the adapter warns: that tombstone no longer outlives the lock.
  */
 export const DELETE_LUA = `
 ${serverTimeOr(2)}
 local px = tonumber(ARGV[1])
+local refused
 if KEYS[2] then
   local held = redis.pcall('PTTL', KEYS[2])
-  if type(held) == 'number' and held > px then px = held end
+  if type(held) == 'number' then
+    if held > px then px = held end
+  else
+    refused = held.err or 'PTTL failed'
+  end
 end
 redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', now), 'PX', px)
-return 1
+return refused or 1
 `.trim();
 
 /**
@@ -617,15 +623,20 @@ return released
  * values; ARGV[1] token, ARGV[2] new TTL in ms. Extends the lock only for its owner, and a tombstone
  * on the key as long as the lock (see {@link DELETE_LUA}): a delete made while the fill runs keeps
  * refusing its older value until the lock ends. A tombstone older than the fill refuses nothing of
- * it, so keeping it longer costs only its few bytes. A refused `PTTL` (`pcall`) skips the tombstone.
+ * it, so keeping it longer costs only its few bytes. Returns 1 when it extended the lock, else 0. A
+ * refused `PTTL` (`pcall`) leaves the tombstone as it is, and the script returns the refusal's text
+ * instead of 1 (the lock was extended), so that the adapter warns.
  */
 export const EXTEND_LOCK_LUA = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   local extended = redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if KEYS[2] then
     local v = redis.call('GET', KEYS[2])
-    local left = v and string.sub(v, 1, 2) == 't|' and redis.pcall('PTTL', KEYS[2])
-    if type(left) == 'number' and left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+    if v and string.sub(v, 1, 2) == 't|' then
+      local left = redis.pcall('PTTL', KEYS[2])
+      if type(left) ~= 'number' then return left.err or 'PTTL failed' end
+      if left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+    end
   end
   return extended
 end

@@ -114,6 +114,12 @@ export interface OperationRunner {
   unserialisable(key: string, error: unknown): void;
   /** Counts a fault the core cannot see (decode, encode, publish, subscribe) and emits its event. */
   report(operation: BackendOperation, key: string | undefined, error: unknown): void;
+  /**
+   * Counts a failed UNSUBSCRIBE (a lingering channel let go, the bus left) and emits its event, as
+   * operation `'subscribe'`. Unlike a failed SUBSCRIBE, a refusal of it is no cause for a warning:
+   * the channel only stays subscribed, and nothing stops hearing.
+   */
+  reportUnsubscribe(key: string | undefined, error: unknown): void;
   /** Hands `request` to the platform's `waitUntil` (when given) so it outlives the response. */
   keepAlive<T>(request: Promise<T>): Promise<T>;
 }
@@ -205,6 +211,9 @@ export function createOperationRunner(options: OperationRunnerOptions): Operatio
     report(operation, key, error) {
       if (operation === 'subscribe') channels.failed('subscribe', error);
       reportBackendError(name, operation, key, mapError === undefined ? error : mapError(error));
+    },
+    reportUnsubscribe(key, error) {
+      reportBackendError(name, 'subscribe', key, mapError === undefined ? error : mapError(error));
     },
     keepAlive(request) {
       if (waitUntil !== undefined) {

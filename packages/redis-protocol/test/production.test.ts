@@ -8,6 +8,7 @@ import {
   createSlowReadWatch,
   createUndecodableWatch,
   evictionRisk,
+  isAuxiliaryRefusal,
   isMovedReply,
   isPermissionError,
   isScriptingUnavailable,
@@ -74,6 +75,37 @@ describe('isPermissionError', () => {
   });
 });
 
+describe('isAuxiliaryRefusal', () => {
+  // Replies of Redis 7.0 (as a user without the command sees them) and of 7.2 on, which names the
+  // command refused inside a script.
+  const evalsha = new Error("NOPERM this user has no permissions to run the 'evalsha' command");
+  const inScript = new Error(
+    "ERR The user executing the script can't run this command or subcommand script: 104ae65d, on @user_script:1.",
+  );
+  const timeNamed = new Error(
+    "NOPERM User u has no permissions to run the 'time' command script: 104ae65d, on @user_script:1.",
+  );
+  const keyInScript = new Error(
+    "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments script: b0859784, on @user_script:1.",
+  );
+  const keyDirect = new Error(
+    'NOPERM this user has no permissions to access one of the keys used as arguments',
+  );
+
+  it("is the script's own command only when the refusal came from inside the script and names it, or names none", () => {
+    expect(isAuxiliaryRefusal(inScript, 'TIME')).toBe(true);
+    expect(isAuxiliaryRefusal(timeNamed, 'TIME')).toBe(true);
+    expect(isAuxiliaryRefusal(timeNamed, 'PEXPIRE')).toBe(false);
+  });
+
+  it('is not for a refusal of EVALSHA itself, of a key, or for a fault', () => {
+    for (const error of [evalsha, keyInScript, keyDirect, new Error('Connection is closed.'), undefined]) {
+      expect(isAuxiliaryRefusal(error, 'TIME')).toBe(false);
+      expect(isAuxiliaryRefusal(error, 'PEXPIRE')).toBe(false);
+    }
+  });
+});
+
 describe('createServerAccess', () => {
   it('a refused TIME or PEXPIRE: one warning each, scripting stays on', () => {
     const access = createServerAccess('auxiliary-test');
@@ -89,6 +121,19 @@ describe('createServerAccess', () => {
     expect(messages).toHaveLength(2);
     expect(messages[0]).toMatch(/refused TIME to cache 'auxiliary-test'.*own clock/);
     expect(messages[1]).toMatch(/refused to extend a fill lock of cache 'auxiliary-test'.*\+pexpire/);
+  });
+
+  it('a refused PTTL (reported by the delete and the extension scripts): one warning naming the delete it may undo', () => {
+    const access = createServerAccess('pttl-test');
+    const refusal = new Error("ERR The user executing the script can't run this command or subcommand");
+    access.auxiliaryFailed('PTTL', refusal);
+    access.auxiliaryFailed('PTTL', refusal);
+    expect(access.scripts).toBe(true);
+    const messages = events.map((event) => (event.type === 'warning' ? event.message : ''));
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toMatch(
+      /refused PTTL to cache 'pttl-test'.*tombstoneTtl.*undoing the delete.*\+pttl/,
+    );
   });
 
   it('turns scripts off on the first refusal only, with one warning; other faults change nothing', () => {

@@ -41,6 +41,14 @@ export interface Notifier {
 export type { AnnouncementDecoder, FillListener } from '@stampede/redis-protocol';
 export { LINGERING_CHANNELS } from '@stampede/redis-protocol';
 
+/**
+ * True for an error Redis sent as the reply to a command (ioredis's `ReplyError`: a refusal, an
+ * unknown command), as opposed to a time-out or a lost connection: the command was answered.
+ */
+function isServerReply(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ReplyError';
+}
+
 /** How long a lock client may stay 'disconnecting' before its subscriber takes it as ended. */
 const DISCONNECTING_GRACE_MS = 1_000;
 
@@ -69,7 +77,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
         context
           .call('unsubscribe', key, () => client.unsubscribe(channel))
           .catch((error: unknown) => {
-            context.report('subscribe', key, error);
+            context.protocol.operations.reportUnsubscribe(key, error);
           });
       },
       report: (key, error) => context.report('subscribe', key, error),
@@ -171,17 +179,17 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
       if (context.lockClient.status === 'disconnecting') endsWithoutEvent(created);
       subscribeBusChannel(created);
       // ioredis has re-sent the SUBSCRIBEs of the channels by now: a PING's answer follows their
-      // acknowledgements, and from then on the channels hear again.
+      // acknowledgements, and from then on the channels hear again. Redis's refusal of the PING (a
+      // user without +ping) is an answer too, sent in the same order: it proves as much.
+      const answered = (): void => {
+        if (subscriber === created && created.status === 'ready') up = true;
+      };
       context
         .call('ping', undefined, () => created.ping())
-        .then(
-          () => {
-            if (subscriber === created && created.status === 'ready') up = true;
-          },
-          () => {
-            // Waiters listen after their lock attempt meanwhile, and read once on `ready`.
-          },
-        );
+        .then(answered, (error: unknown) => {
+          if (isServerReply(error)) answered();
+          // Otherwise waiters listen after their lock attempt meanwhile, and read once on `ready`.
+        });
     });
     created.once('end', () => {
       // Ended on its own (its retry strategy gave up): the next `listen` opens a new one.
@@ -224,7 +232,7 @@ export function createNotifier(context: RedisContext, decode: AnnouncementDecode
         context
           .call('unsubscribe', undefined, () => current.unsubscribe(bus))
           .catch((error: unknown) => {
-            context.report('subscribe', undefined, error);
+            context.protocol.operations.reportUnsubscribe(undefined, error);
           });
       };
     },

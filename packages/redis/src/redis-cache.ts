@@ -75,8 +75,10 @@ export interface RedisCacheOptions {
    * and carries the announcements of fills ending (SET NX of the lock, its release and extension,
    * the PUBLISH, and the subscriber, duplicated from this client), while values stay on `client`.
    * Give one whose server never evicts (`maxmemory-policy noeviction`) when the values' server may:
-   * an evicted lock lets a second replica fill the same key. Every replica sharing the prefix must
-   * use the same lock server. You own it, as you own `client`.
+   * an evicted lock lets a second replica fill the same key. Tombstones and tags' records stay with
+   * the values, where eviction can still undo a delete or a tag invalidation (see the README,
+   * "Running Redis for stampede"). Every replica sharing the prefix must use the same lock server.
+   * You own it, as you own `client`.
    * @default undefined (locks live on `client`)
    */
   lockClient?: Redis | Cluster | undefined;
@@ -149,7 +151,8 @@ function checkOptions(options: RedisCacheOptions): void {
  *
  * Creating the cache starts its warm-up in the background (nothing to await, nothing thrown): the
  * scripts are loaded (`SCRIPT LOAD`), the server clock measured, the subscriber connected and the
- * eviction policy of the lock's server read (a one-time `warning` when it can evict a lock), so the
+ * eviction policies of the lock's and the values' servers read (one `warning` when they can evict a
+ * lock, or a tombstone or a tag's record before the values it invalidates), so the
  * first herd after a deploy runs like a warm one. On a client made with `lazyConnect` (not connected
  * yet) the warm-up waits for the cache's first read or write instead.
  *

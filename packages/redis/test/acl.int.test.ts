@@ -10,7 +10,7 @@ import {
   type WarningEvent,
 } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
-import { type RedisServer, startRedisServer } from '@stampede/test-support';
+import { type RedisServer, startRedisServer, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCache, type RedisCache, redisKeys } from '../src/index.js';
@@ -48,6 +48,13 @@ beforeAll(async () => {
     // The line of the release before, without PTTL (the delete and the lock extension use it now).
     const [, , , ...older] = DOCUMENTED.replace('>CHANGE-ME', '>pw').replace(' +pttl', '').split(' ');
     await admin.call('ACL', 'SETUSER', 'stampede-before', ...(older as [string, ...string[]]));
+    // The line without one command each: UNSUBSCRIBE, PING.
+    for (const command of ['unsubscribe', 'ping']) {
+      const [, , , ...without] = DOCUMENTED.replace('>CHANGE-ME', '>pw')
+        .replace(` +${command}`, '')
+        .split(' ');
+      await admin.call('ACL', 'SETUSER', `stampede-no${command}`, ...(without as [string, ...string[]]));
+    }
   }
   stopListening = onStampedeEvent((event) => events.push(event));
 });
@@ -60,17 +67,25 @@ afterAll(async () => {
   await server?.stop();
 });
 
-function cacheAs(user: string, name: string): RedisCache {
+function cacheAs(user: string, name: string, tombstoneTtl?: number): RedisCache {
   const client = new Redis(server.url.replace('redis://', `redis://${user}:pw@`));
   client.on('error', () => {});
   clients.push(client);
-  const cache = createRedisCache({ client, name, prefix: 'stampede:' });
+  const cache = createRedisCache({ client, name, prefix: 'stampede:', tombstoneTtl });
   caches.push(cache);
   return cache;
 }
 
 const warningsOf = (name: string) =>
   events.filter((event): event is WarningEvent => event.type === 'warning' && event.cache === name);
+// Every warning of a cache, each named by the first pattern it matches (`?` for none): a test
+// compares the whole list, so a wrong or extra warning fails it.
+const warningKinds = (name: string, kinds: Record<string, RegExp>) =>
+  warningsOf(name).map(
+    (warning) => Object.entries(kinds).find(([, pattern]) => pattern.test(warning.message))?.[0] ?? '?',
+  );
+// The core's own warning when distributedFillLock meets a cache without tryAcquireFillLock.
+const CORE_NO_LOCK = /distributedFillLock was asked of cache '[^']+', which has no tryAcquireFillLock/;
 const backendErrorsOf = (name: string) =>
   events.filter((event) => event.type === 'backend-error' && event.cache === name);
 
@@ -111,6 +126,12 @@ describe('a Redis user without EVAL/EVALSHA', () => {
       expect(cache.tryAcquireFillLock).toBeUndefined();
       const stats = statsByCache()[cache.name];
       expect(stats).toMatchObject({ lockAcquired: 0, lockContended: 0, lockWaitTimeouts: 0 });
+      // Every warning: the refusal alone (it used to come a second time, first as "refused TIME",
+      // since the warm-up's clock script met the refused EVALSHA first, and a third time as the
+      // core's "no tryAcquireFillLock", which a lock the binding withdrew no longer gets).
+      expect(warningKinds(cache.name, { script: /refused a script/, core: CORE_NO_LOCK })).toEqual([
+        'script',
+      ]);
       const scriptWarnings = warningsOf(cache.name).filter((w) => /refused a script/.test(w.message));
       expect(scriptWarnings).toHaveLength(1);
       expect(scriptWarnings[0]?.message).toMatch(/NOPERM.*eval/);
@@ -149,6 +170,9 @@ describe('a Redis whose EVAL and EVALSHA are disabled by rename-command (a harde
       }
       for (const cache of replicas) {
         expect(cache.tryAcquireFillLock).toBeUndefined();
+        expect(warningKinds(cache.name, { script: /refused a script/, core: CORE_NO_LOCK })).toEqual([
+          'script',
+        ]);
         const scriptWarnings = warningsOf(cache.name).filter((w) => /refused a script/.test(w.message));
         expect(scriptWarnings).toHaveLength(1);
         expect(scriptWarnings[0]?.message).toMatch(
@@ -219,6 +243,7 @@ describe('a Redis user granted by category (+@read +@write +@scripting +@pubsub)
     expect(await getOrComputeWith(b, 'tagged', tagged, () => 'new')).toBe('new');
     for (const cache of replicas) {
       const messages = warningsOf(cache.name).map((w) => w.message);
+      expect(warningKinds(cache.name, { time: /refused TIME/ })).toEqual(['time']);
       expect(messages.filter((m) => /refused TIME/.test(m))).toHaveLength(1);
       expect(messages.find((m) => /refused TIME/.test(m))).toMatch(/own clock.*\+time/);
       expect(messages.filter((m) => /refused a script/.test(m))).toEqual([]);
@@ -243,6 +268,14 @@ describe('a Redis user without PEXPIRE', () => {
     expect(fills).toBe(0);
     expect(a.tryAcquireFillLock).toBeDefined();
     const messages = warningsOf(a.name).map((w) => w.message);
+    // The refusal, then the core's word that the lock lapsed under the fill (it was not extended).
+    expect(
+      warningKinds(a.name, {
+        extend: /refused to extend a fill lock/,
+        lost: /fill lock for 'long' was lost/,
+      }),
+    ).toEqual(['extend', 'lost']);
+    expect(warningKinds(b.name, {})).toEqual([]);
     expect(messages.filter((m) => /refused to extend a fill lock/.test(m))).toHaveLength(1);
     expect(messages.find((m) => /refused to extend/.test(m))).toMatch(/NOPERM|can't run.*\+pexpire/);
     expect(messages.filter((m) => /refused a script/.test(m))).toEqual([]);
@@ -283,8 +316,44 @@ describe('a Redis user without channels (the default for a new user on Redis 7)'
     await herdOn([a, b], 'no-channels-again', { ttl: 60_000, distributedFillLock: true });
     expect(warningsOf(a.name).filter((w) => /SUBSCRIBE|invalidation bus/.test(w.message))).toHaveLength(2);
     await Promise.all([tieredA.close(), tieredB.close()]);
+    // Every warning, once each: a lock holder's announcements are refused too (the fill's end).
+    for (const cache of [a, b]) {
+      const kinds = warningKinds(cache.name, {
+        subscribe: /refused to SUBSCRIBE/,
+        bus: /PUBLISH on the invalidation bus/,
+        announce: /refused to PUBLISH the end of a fill/,
+      });
+      const held = (statsByCache()[cache.name]?.lockAcquired ?? 0) > 0;
+      expect(kinds.sort()).toEqual(
+        [...(held ? ['announce'] : []), ...(cache === a ? ['bus'] : []), 'subscribe'].sort(),
+      );
+    }
   });
 });
+
+/**
+ * A delete on `deleter` while `holder` runs a locked fill of `key` that started before it and lasts
+ * `fillMs` (lockTtl 300 ms, extended by the core as the fill runs): what `deleter` reads afterwards.
+ */
+async function deleteDuringLockedFill(holder: RedisCache, deleter: RedisCache, key: string, fillMs: number) {
+  let filling = false;
+  const fill = getOrComputeWith(
+    holder,
+    key,
+    { ttl: 60_000, distributedFillLock: true, lockTtl: 300 },
+    async () => {
+      filling = true;
+      await new Promise((resolve) => setTimeout(resolve, fillMs));
+      return 'older';
+    },
+  );
+  while (!filling) await new Promise((resolve) => setTimeout(resolve, 5));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await invalidate(deleter, key);
+  expect(await fill).toBe('older');
+  await written(holder);
+  return (await deleter.get(key))?.value;
+}
 
 describe("the README's ACL line", () => {
   it('is there, and is all a fleet needs: no warning, no fault, one fill, push wake-up and delete work', async () => {
@@ -302,25 +371,89 @@ describe("the README's ACL line", () => {
       expect(backendErrorsOf(cache.name)).toEqual([]);
     }
   });
-});
 
-describe('the ACL line of the release before (no PTTL)', () => {
-  it('still deletes, extends and fills once with no fault: the tombstone keeps its plain tombstoneTtl', async () => {
-    const replicas = [cacheAs('stampede-before', 'acl-before-a'), cacheAs('stampede-before', 'acl-before-b')];
-    // lockTtl 300 ms under a 500 ms fill: the lock is extended while a delete's tombstone is there.
-    const options = { ttl: 60_000, distributedFillLock: true, lockTtl: 300 };
-    let filling = false;
-    const slow = getOrComputeWith(replicas[0] as RedisCache, 'before', options, async () => {
-      filling = true;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      return 'filled';
-    });
-    while (!filling) await new Promise((resolve) => setTimeout(resolve, 5));
-    await replicas[1]?.delete('before');
-    expect(await slow).toBe('filled');
-    for (const cache of replicas) {
+  it("keeps a delete made during another replica's locked fill that outlives tombstoneTtl (the tombstone lives as long as the lock)", async () => {
+    const [a, b] = [cacheAs('stampede', 'acl-pttl-a', 200), cacheAs('stampede', 'acl-pttl-b', 200)];
+    // A 1 s fill, a 200 ms tombstone: only the lock's TTL, read with PTTL, keeps the tombstone.
+    expect(await deleteDuringLockedFill(a, b, 'pttl-kept', 1_000)).toBeUndefined();
+    for (const cache of [a, b]) {
       expect(warningsOf(cache.name)).toEqual([]);
       expect(backendErrorsOf(cache.name)).toEqual([]);
     }
+  });
+});
+
+describe('the ACL line of the release before (no PTTL)', () => {
+  it('still deletes, extends and fills once, and says once per cache that a delete during a locked fill may be undone', async () => {
+    // Before: the scripts' pcall('PTTL') swallowed the refusal: the delete was undone (3 of 3) and
+    // nothing said so.
+    const [a, b] = [
+      cacheAs('stampede-before', 'acl-before-a', 200),
+      cacheAs('stampede-before', 'acl-before-b', 200),
+    ];
+    const undone = await deleteDuringLockedFill(a, b, 'before', 1_000);
+    // The tombstone lived its plain 200 ms: the fill that started before the delete wrote its value.
+    expect(undone).toBe('older');
+    // Used on: still one warning each.
+    expect(await deleteDuringLockedFill(a, b, 'before-again', 500)).toBe('older');
+    // The deleter meets the refusal in its delete, the holder in the lock's extension (a tombstone is there).
+    for (const cache of [a, b]) {
+      expect(warningKinds(cache.name, { pttl: /refused PTTL/ })).toEqual(['pttl']);
+      expect(warningsOf(cache.name)[0]?.message).toMatch(/tombstoneTtl.*undoing the delete.*\+pttl/);
+      expect(backendErrorsOf(cache.name)).toEqual([]);
+      expect(cache.tryAcquireFillLock).toBeDefined();
+    }
+  });
+});
+
+describe('the ACL line without UNSUBSCRIBE', () => {
+  it('closing a tiered cache (which leaves the bus) gives no SUBSCRIBE warning: nothing stopped hearing', async () => {
+    // Before: the refused UNSUBSCRIBE was reported as a refused SUBSCRIBE ("Lock waiters are not woken").
+    const remote = cacheAs('stampede-nounsubscribe', 'acl-nounsubscribe');
+    const tiered = createTieredCache({
+      local: createMemoryCache(),
+      remote,
+      name: 'acl-nounsubscribe-tiered',
+    });
+    expect(await getOrComputeWith(tiered, 'k', { ttl: 60_000 }, () => 1)).toBe(1);
+    await tiered.close();
+    // The UNSUBSCRIBE was answered (refused): a fault, counted.
+    await waitFor(() => backendErrorsOf(remote.name).length > 0, { message: 'the refused UNSUBSCRIBE' });
+    expect(warningsOf(remote.name)).toEqual([]);
+    // Push wake-up still works: a herd's loser is woken by the announcement, not a 5 s poll.
+    const other = cacheAs('stampede-nounsubscribe', 'acl-nounsubscribe-b');
+    const herd = await herdOn([remote, other], 'after-close', {
+      ttl: 60_000,
+      distributedFillLock: true,
+      lockPollInterval: 5_000,
+    });
+    expect(herd.fills).toBe(1);
+    expect(herd.slowestMs).toBeLessThan(2_000);
+    expect(warningsOf(remote.name)).toEqual([]);
+    expect(warningsOf(other.name)).toEqual([]);
+  });
+});
+
+describe('the ACL line without PING', () => {
+  it("a key's channel, once subscribed, is known to be heard (hearsFillDone), with no warning", async () => {
+    // Before: the subscriber's PING after it connected was refused, and hearsFillDone stayed false:
+    // every woken loser paid a round trip more, silently.
+    const cache = cacheAs('stampede-noping', 'acl-noping');
+    let ready = false;
+    const stop = cache.onFillDone(
+      'pinged',
+      () => {},
+      () => {
+        ready = true;
+      },
+    );
+    try {
+      await waitFor(() => ready, { message: 'the SUBSCRIBE acknowledged' });
+      await waitFor(() => cache.hearsFillDone('pinged'), { timeout: 2_000, message: 'hearsFillDone' });
+    } finally {
+      stop();
+    }
+    expect(warningsOf(cache.name)).toEqual([]);
+    expect(backendErrorsOf(cache.name)).toEqual([]);
   });
 });

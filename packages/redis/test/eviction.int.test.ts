@@ -1,5 +1,11 @@
 import { onStampedeEvent, type WarningEvent } from '@stampede/core';
-import { type RedisServer, randomPrefix, startRedisServer, type Worker } from '@stampede/test-support';
+import {
+  type RedisServer,
+  randomPrefix,
+  startRedisServer,
+  type Worker,
+  waitFor,
+} from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCache, type RedisCache } from '../src/index.js';
@@ -65,13 +71,32 @@ describe('the eviction policy of the lock server is checked once', () => {
     expect(found[0]?.message).toMatch(/maxmemory-policy allkeys-lru with maxmemory 2097152/);
     expect(found[0]?.message).toMatch(/evict a fill lock/);
     expect(found[0]?.message).toMatch(/lockClient/);
+    // The values live there too: what eviction does to invalidations, in the same warning.
+    expect(found[0]?.message).toMatch(
+      /tag's invalidation record.*before the values it invalidates.*tombstone/,
+    );
   });
 
-  it('does not warn for noeviction, nor for values on an evicting server whose locks are on a noeviction one', async () => {
+  it('does not warn for noeviction', async () => {
     await warmCache({ name: 'evict-safe', url: safe.url });
-    await warmCache({ name: 'evict-split', url: evicting.url, lockUrl: safe.url });
+    await new Promise((resolve) => setTimeout(resolve, 50));
     expect(warningsOf('evict-safe')).toEqual([]);
-    expect(warningsOf('evict-split')).toEqual([]);
+  });
+
+  it("warns of the values' server too: with locks on a noeviction one, of invalidations only", async () => {
+    // Before: no warning, while allkeys-lru evicted a tag's record (783 of 1,500 invalidated reads
+    // served again) or a delete's tombstone (4 of 4 deletes undone).
+    await warmCache({ name: 'evict-split', url: evicting.url, lockUrl: safe.url });
+    await waitFor(() => warningsOf('evict-split').length > 0, { message: 'the warning' });
+    const found = warningsOf('evict-split');
+    expect(found).toHaveLength(1);
+    expect(found[0]?.message).toMatch(
+      /Redis holding the values of cache 'evict-split' has maxmemory-policy allkeys-lru/,
+    );
+    expect(found[0]?.message).toMatch(
+      /tag's invalidation record.*before the values it invalidates.*tombstone/,
+    );
+    expect(found[0]?.message).not.toMatch(/fill lock/);
   });
 
   it('warns about the lock server when that is the one that may evict', async () => {
@@ -79,6 +104,8 @@ describe('the eviction policy of the lock server is checked once', () => {
     const found = warningsOf('evict-lock-server');
     expect(found).toHaveLength(1);
     expect(found[0]?.message).toMatch(/given as lockClient/);
+    // The values' server does not evict: nothing about invalidations.
+    expect(found[0]?.message).not.toMatch(/tombstone/);
   });
 
   it('a user that may not run CONFIG is not checked, and nothing is reported', async () => {
@@ -97,6 +124,108 @@ describe('the eviction policy of the lock server is checked once', () => {
       expect(errors).toEqual([]);
     } finally {
       off();
+    }
+  });
+});
+
+describe('which warning each maxmemory-policy gets', () => {
+  // A values' server and a lock server of this describe's own, both with a maxmemory: each case
+  // sets their policies (CONFIG SET), then makes a cache, which reads them once as it warms up.
+  let values: RedisServer;
+  let locks: RedisServer;
+  let valuesAdmin: Redis;
+  let locksAdmin: Redis;
+  let made = 0;
+
+  beforeAll(async () => {
+    [values, locks] = await Promise.all([
+      startRedisServer(['--maxmemory', '64mb', '--maxmemory-policy', 'noeviction']),
+      startRedisServer(['--maxmemory', '64mb', '--maxmemory-policy', 'noeviction']),
+    ]);
+    valuesAdmin = connect(values.url);
+    locksAdmin = connect(locks.url);
+  });
+
+  afterAll(async () => {
+    await Promise.all([values?.stop(), locks?.stop()]);
+  });
+
+  /** The warnings of a cache made after setting the policies (`locks` undefined: no lockClient). */
+  async function warningsFor(valuesPolicy: string, locksPolicy?: string): Promise<string[]> {
+    await valuesAdmin.config('SET', 'maxmemory-policy', valuesPolicy);
+    if (locksPolicy !== undefined) await locksAdmin.config('SET', 'maxmemory-policy', locksPolicy);
+    const name = `policy-${++made}`;
+    await warmCache({ name, url: values.url, lockUrl: locksPolicy === undefined ? undefined : locks.url });
+    // The warm-up's CONFIG GETs were answered before the PINGs; its warning follows in a few ticks.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return warningsOf(name).map((warning) => warning.message);
+  }
+
+  const ALLKEYS = ['allkeys-lru', 'allkeys-lfu', 'allkeys-random'];
+  const VOLATILE = ['volatile-lru', 'volatile-lfu', 'volatile-random', 'volatile-ttl'];
+
+  it('values on an evicting server, locks on a noeviction one: one warning, of what that policy can evict', async () => {
+    for (const policy of [...ALLKEYS, ...VOLATILE]) {
+      const messages = await warningsFor(policy, 'noeviction');
+      expect(messages, policy).toHaveLength(1);
+      const [message] = messages as [string];
+      expect(message, policy).toMatch(
+        new RegExp(
+          `Redis holding the values of cache '[^']+' has maxmemory-policy ${policy} with maxmemory 67108864`,
+        ),
+      );
+      expect(message, policy).not.toMatch(/fill lock/);
+      // A tombstone has a TTL: every evicting policy can take it.
+      expect(message, policy).toMatch(
+        /a delete's tombstone \(kept tombstoneTtl.*writes its older value back/,
+      );
+      expect(message, policy).toMatch(/noeviction \(or no maxmemory\).*headroom/);
+      if (ALLKEYS.includes(policy)) {
+        // A tag's record has none: only allkeys-* takes it, and volatile-lru/lfu are the way out.
+        expect(message, policy).toMatch(
+          /tag's invalidation record \(<prefix>\{tag\}:tag, kept without a TTL\)/,
+        );
+        expect(message, policy).toMatch(/volatile-lru or volatile-lfu never evict tag records/);
+      } else {
+        expect(message, policy).not.toMatch(/tag/);
+      }
+      expect(/among the first/.test(message), policy).toBe(policy === 'volatile-ttl');
+    }
+  });
+
+  it('one server for values and locks: one warning, the lock and the invalidations together', async () => {
+    for (const policy of ['allkeys-lru', 'volatile-lru', 'volatile-ttl']) {
+      const messages = await warningsFor(policy);
+      expect(messages, policy).toHaveLength(1);
+      const [message] = messages as [string];
+      expect(message, policy).toMatch(
+        new RegExp(
+          `The Redis of cache '[^']+' has maxmemory-policy ${policy} .*evict a fill lock.*; and it can evict`,
+        ),
+      );
+      expect(message, policy).toMatch(/tombstone/);
+      expect(/tag's invalidation record/.test(message), policy).toBe(policy === 'allkeys-lru');
+      expect(message, policy).toMatch(/noeviction.*lockClient/);
+    }
+  });
+
+  it('both servers evicting: one warning naming each, and what each can evict', async () => {
+    const messages = await warningsFor('volatile-lfu', 'allkeys-lfu');
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toMatch(
+      /given as lockClient of cache '[^']+' has maxmemory-policy allkeys-lfu.*fill lock.*The Redis holding its values has maxmemory-policy volatile-lfu.*tombstone.*noeviction on the server holding the locks/,
+    );
+    expect(messages[0]).not.toMatch(/tag/);
+  });
+
+  it('noeviction on both, or no maxmemory: no warning', async () => {
+    expect(await warningsFor('noeviction')).toEqual([]);
+    expect(await warningsFor('noeviction', 'noeviction')).toEqual([]);
+    await valuesAdmin.config('SET', 'maxmemory', '0');
+    try {
+      expect(await warningsFor('allkeys-lru')).toEqual([]);
+    } finally {
+      await valuesAdmin.config('SET', 'maxmemory', '64mb');
     }
   });
 });
