@@ -178,6 +178,31 @@ describe('createTieredCache', () => {
     expect(withAll.onFillDone).toHaveBeenCalledWith('k', expect.any(Function), ready);
     expect(tiered.roundTrip?.({ at: new Date(0) })).toEqual({ at: '1970-01-01T00:00:00.000Z' });
   });
+
+  it("follows the remote's lock when the remote withdraws it later (a Redis user refused scripts)", async () => {
+    const store = new RemoteStore();
+    const lock = { release: () => {} };
+    let usable = true;
+    const acquire = vi.fn(() => lock);
+    const remote = Object.defineProperty(remoteCache(store), 'tryAcquireFillLock', {
+      get: () => (usable ? acquire : undefined),
+      enumerable: true,
+    });
+    const tiered = createTieredCache({ local: localCache(), remote });
+    expect(tiered.tryAcquireFillLock?.('k', 1_000)).toBe(lock);
+    usable = false;
+    expect(tiered.tryAcquireFillLock).toBeUndefined();
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const fill = vi.fn(async () => 'v');
+    const options = { ttl: 60_000, distributedFillLock: true };
+    expect(await getOrComputeWith(tiered, 'k', options, fill)).toBe('v');
+    // Not taken through the withdrawn lock, and no second warning (the remote warned itself).
+    expect(acquire).toHaveBeenCalledTimes(1);
+    expect(warn).not.toHaveBeenCalled();
+    warn.mockRestore();
+    usable = true;
+    expect(tiered.tryAcquireFillLock?.('k', 1_000)).toBe(lock);
+  });
 });
 
 describe('reads', () => {
