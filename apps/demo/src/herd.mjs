@@ -20,7 +20,14 @@ export function get(url) {
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
       res.on('error', reject);
     });
-    req.on('error', reject);
+    req.on('error', (error) => {
+      // A kept-alive socket the server closed as idle (its keepAliveTimeout, 5 s) just as this
+      // request went out on it: the request never reached the server, so it is sent once more, on a
+      // new socket (the retry Node's http documentation gives for `reusedSocket`).
+      const code = /** @type {NodeJS.ErrnoException} */ (error).code;
+      if (req.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE')) get(url).then(resolve, reject);
+      else reject(error);
+    });
     req.end();
   });
 }
