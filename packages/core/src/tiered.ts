@@ -903,46 +903,51 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   };
   // Withdrawn between the look at the member and the call: a fault, never "another holder has it".
   const lockWithdrawn = (): Error => new Error('the remote cache no longer takes fill locks');
+  /** One of the remote's lock calls, its arguments checked first, its lock tied to this cache. */
+  const locking = <T>(
+    key: string,
+    ttl: number,
+    withdrawn: boolean,
+    call: () => MaybePromise<T>,
+    tie: (found: T) => T,
+  ): MaybePromise<T> => {
+    // The remote's answer is a promise (or may be): so is the refusal.
+    try {
+      checkCacheKey(key);
+      checkLockTtl(ttl);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (withdrawn) return Promise.reject(lockWithdrawn());
+    const answer = call();
+    return isThenable<T>(answer) ? Promise.resolve(answer).then(tie) : tie(answer);
+  };
   // The lock members follow the remote's own at every look, not only at creation: a remote that
   // withdraws its lock (a Redis user refused scripts) answers `undefined` from then on, and so does
   // this cache, instead of calling a lock that can no longer be taken.
   if (remote.tryAcquireFillLock !== undefined) {
-    const tryAcquireFillLock = (key: string, ttl: number): MaybePromise<FillLock | undefined> => {
-      // The remote's answer is a promise (or may be): so is the refusal.
-      try {
-        checkCacheKey(key);
-        checkLockTtl(ttl);
-      } catch (error) {
-        return Promise.reject(error);
-      }
-      if (remote.tryAcquireFillLock === undefined) return Promise.reject(lockWithdrawn());
-      const lock = remote.tryAcquireFillLock(key, ttl);
-      return isThenable<FillLock | undefined>(lock)
-        ? Promise.resolve(lock).then((held) => tiedLock(key, held))
-        : tiedLock(key, lock);
-    };
+    const tryAcquireFillLock = (key: string, ttl: number): MaybePromise<FillLock | undefined> =>
+      locking(
+        key,
+        ttl,
+        remote.tryAcquireFillLock === undefined,
+        () => remote.tryAcquireFillLock?.(key, ttl),
+        (held) => tiedLock(key, held),
+      );
     Object.defineProperty(cache, 'tryAcquireFillLock', {
       get: () => (remote.tryAcquireFillLock === undefined ? undefined : tryAcquireFillLock),
       enumerable: true,
     });
     if (remote.tryAcquireFillLockAndRead !== undefined) {
-      const tied = (key: string, attempt: FillLockAttempt): FillLockAttempt => ({
-        ...attempt,
-        lock: tiedLock(key, attempt.lock),
-      });
-      const tryAcquireFillLockAndRead = (key: string, ttl: number): MaybePromise<FillLockAttempt> => {
-        try {
-          checkCacheKey(key);
-          checkLockTtl(ttl);
-        } catch (error) {
-          return Promise.reject(error);
-        }
-        if (remote.tryAcquireFillLockAndRead === undefined) return Promise.reject(lockWithdrawn());
-        const attempt = remote.tryAcquireFillLockAndRead(key, ttl);
-        return isThenable<FillLockAttempt>(attempt)
-          ? Promise.resolve(attempt).then((found) => tied(key, found))
-          : tied(key, attempt);
-      };
+      const tryAcquireFillLockAndRead = (key: string, ttl: number): MaybePromise<FillLockAttempt> =>
+        locking(
+          key,
+          ttl,
+          remote.tryAcquireFillLockAndRead === undefined,
+          () =>
+            (remote.tryAcquireFillLockAndRead as NonNullable<Cache['tryAcquireFillLockAndRead']>)(key, ttl),
+          (attempt) => ({ ...attempt, lock: tiedLock(key, attempt.lock) }),
+        );
       Object.defineProperty(cache, 'tryAcquireFillLockAndRead', {
         get: () => (remote.tryAcquireFillLockAndRead === undefined ? undefined : tryAcquireFillLockAndRead),
         enumerable: true,
