@@ -236,15 +236,18 @@ describe('a fleet on createTieredCache({ local: memory, remote: redis })', () =>
     // message may come late on a loaded machine and drop a copy taken before it), the new tagged
     // entries answer from L1: no fill, no L2 read. A round during which a message arrived is read
     // again (it repopulates L1); a refetch loop reads L2 in every round, message or not.
-    const readRound = async () => {
+    const readRound = async (mayFill = false) => {
       for (const key of keys) {
         for (const report of await readTagged(others, key)) {
           expect(report.value).toBe('new');
-          expect(report.filled).toBe(0);
+          if (!mayFill) expect(report.filled).toBe(0);
         }
       }
     };
-    await readRound();
+    // The first round may refill once: a fill that started within the clock estimate's
+    // uncertainty after the invalidation may look older than it and not be written (docs/redis.md,
+    // Clocks: "an extra recompute"), which a loaded machine's slow round trips make likelier.
+    await readRound(true);
     let quiet = false;
     for (let round = 0; round < 5 && !quiet; round++) {
       const before = await stats(others);
