@@ -390,7 +390,8 @@ async function lockPhase(
   hint: WaitHint | undefined,
 ): Promise<LockPhaseResult> {
   const key = flight.key;
-  const got = await acquireOrWait(state, key, options, flight.controller.signal, hint);
+  const wait = hint?.early === true ? { ...hint, waited: () => flight.waited() } : hint;
+  const got = await acquireOrWait(state, key, options, flight.controller.signal, wait);
   const lock = got.kind === 'lock' ? got.lock : undefined;
   // Given up means `flight.result` is set (see `Flight.result`).
   if (got.kind === 'aborted' || flight.result !== undefined) return stopped(state, key, lock);

@@ -36,6 +36,12 @@ export interface WaitHint {
    * any: only a newer entry is the holder's value (the holder may be filling one the check passes).
    */
   readonly refusedAt?: number | undefined;
+  /**
+   * For an early refresh: whether a caller now waits on it (a miss joined it: a caller whose own
+   * `checkValue` refused the still-fresh value). Such a refresh does not leave the key to the lock's
+   * holder with the old value: it waits for the holder's, like any other.
+   */
+  readonly waited?: (() => boolean) | undefined;
 }
 
 /**
@@ -164,7 +170,8 @@ export async function acquireOrWait(
     // A fault before any contention is no wait: it is a `backendErrors` count (and a `backend-error`
     // event) only, with no `lock-wait` event and no `lockWaitErrors`.
     // An early refresh is not needed yet: on a fault it leaves the key to the fills at its expiry.
-    if (first === 'error') return hint?.early === true ? { kind: 'yielded' } : { kind: 'local' };
+    if (first === 'error')
+      return hint?.early === true && hint.waited?.() !== true ? { kind: 'yielded' } : { kind: 'local' };
     if (first.lock !== undefined) {
       counters.lockAcquired++;
       return { kind: 'lock', lock: first.lock, read: first.read };
@@ -185,7 +192,10 @@ export async function acquireOrWait(
     // An early refresh leaves the key to the holder while its value is still fresh. Past its expiry,
     // misses may have joined the flight: it then waits like any other.
     const mayYield = (): boolean =>
-      newerThan !== undefined && previous !== undefined && Date.now() < previous.freshUntil;
+      hint?.early === true &&
+      previous !== undefined &&
+      Date.now() < previous.freshUntil &&
+      hint.waited?.() !== true;
     // The first sleep ends at the holder's expected finish, when known; the poll schedule follows.
     let target = expectedFinish(previous, triedAt, startedAt);
     let delay = options.lockPollInterval;

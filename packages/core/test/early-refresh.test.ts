@@ -12,7 +12,7 @@ import {
   type StampedeStats,
   stats,
 } from '../src/index.js';
-import { Backend, deferred, flush, testCache } from './helpers.js';
+import { Backend, deferred, flush, settle, testCache } from './helpers.js';
 
 const T0 = 1_000_000;
 const DELTA = 100;
@@ -384,6 +384,35 @@ describe('earlyRefresh with distributedFillLock', () => {
     expect(slow).toHaveBeenCalledTimes(1);
     expect(backend.read('k')?.value).toBe('v2');
     expect(stats()).toMatchObject({ earlyRefreshes: 2, fills: 1, fillsCancelled: 1, lockWaitTimeouts: 0 });
+    expectIdentities(stats());
+  });
+
+  it("a loser a miss joined (its check refused the still-fresh value) does not yield: the miss gets the holder's value", async () => {
+    configure({ random: () => 0.001 });
+    const backend = new Backend();
+    const [a, b] = replicas(backend, 2) as [ReturnType<typeof testCache>, ReturnType<typeof testCache>];
+    plant(backend, 'k', entryExpiringIn(600));
+    const slow = vi.fn(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 3 * DELTA));
+      return 42;
+    });
+    const refreshB = vi.fn(() => 'never');
+    await getOrComputeWith(a, 'k', LOCKED, slow);
+    await vi.advanceTimersByTimeAsync(0);
+    // B's hit starts an early refresh, which loses the lock to A's.
+    expect(await getOrComputeWith(b, 'k', LOCKED, refreshB)).toBe('v1');
+    // A caller whose check refuses 'v1' misses and joins B's refresh: it must get a value its check
+    // passes, not 'v1' again (before: the refresh yielded with 'v1', and this caller got an error).
+    const numbers = {
+      ...LOCKED,
+      checkValue: (value: unknown) => typeof value === 'number' || 'not a number',
+    };
+    const joiner = settle(getOrComputeWith(b, 'k', numbers, () => -1));
+    // A's value lands at 3 delta; B's next poll (lockPollInterval doubling) finds it.
+    await vi.advanceTimersByTimeAsync(10 * DELTA);
+    expect(await joiner).toEqual({ ok: true, value: 42 });
+    expect(refreshB).not.toHaveBeenCalled();
+    expect(slow).toHaveBeenCalledTimes(1);
     expectIdentities(stats());
   });
 
