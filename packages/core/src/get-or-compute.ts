@@ -339,16 +339,6 @@ function coalesce(
     found !== undefined &&
     found.createdAt === flight.early?.entry?.createdAt &&
     takesEarlyAnswer(state, flight, options);
-  return joinChecked(state, flight, options, takesEarly);
-}
-
-/** Waits for `flight` and answers with its value as this caller's own `checkValue` gives it. */
-function joinChecked(
-  state: CacheState,
-  flight: Flight,
-  options: ResolvedOptions,
-  takesEarly: boolean,
-): Promise<unknown> {
   const check = options.check;
   if (check === flight.check) return flight.join(options.signal, options.fillTimeout, takesEarly);
   // Another check (or none) than the call that started the fill: this caller's own check runs on
