@@ -37,33 +37,75 @@ const INVALIDATION_MEMORY_MS = 60_000;
 
 /**
  * Remembers that `key` was invalidated (or set directly) now: an entry created before this moment
- * never serves as a fail-safe fallback, even when a read that started earlier returns it.
+ * never serves as a fail-safe fallback, unless a read that started after the change settled (see
+ * {@link settleInvalidation}) returns it. Returns the record's time, for `settleInvalidation`.
  */
-export function recordInvalidation(state: CacheState, key: string): void {
+export function recordInvalidation(state: CacheState, key: string): number {
   const now = Date.now();
   state.invalidatedAt ??= new Map();
   const records = state.invalidatedAt;
   records.delete(key);
   records.set(key, now);
+  state.invalidationSettledAt?.delete(key);
   // Oldest first (insertion order): drop what no read can still be waiting on.
   for (const [oldKey, at] of records) {
     if (now - at < INVALIDATION_MEMORY_MS) break;
     records.delete(oldKey);
+    state.invalidationSettledAt?.delete(oldKey);
   }
+  return now;
 }
 
-function invalidatedAfter(state: CacheState, key: string, createdAt: number): boolean {
+/**
+ * The backend call of the change {@link recordInvalidation} dated `at` succeeded:
+ * unless a later change of `key` was recorded since, a read that starts from now on reads after it.
+ */
+export function settleInvalidation(state: CacheState, key: string, at: number): void {
+  if (state.invalidatedAt?.get(key) !== at) return;
+  state.invalidationSettledAt ??= new Map();
+  state.invalidationSettledAt.set(key, Date.now());
+}
+
+/**
+ * Whether an entry created at `createdAt` predates the last change of `key` made here, so must not
+ * serve as a fallback. A read that started (`readAt`, this process's clock) once that change had
+ * settled returns what the cache holds after it: its entry is taken whatever its `createdAt` says.
+ * That matters for a shared cache, whose entries' times come back through an estimate of its
+ * server's clock: the very value a `setValue` here wrote (dated by the server) or a fill that started
+ * just after an invalidation can read back a few ms before this process's record of the change.
+ */
+function invalidatedAfter(state: CacheState, key: string, createdAt: number, readAt?: number): boolean {
   const at = state.invalidatedAt?.get(key);
-  return at !== undefined && createdAt < at;
+  if (at === undefined || !(createdAt < at)) return false;
+  if (readAt === undefined) return true;
+  const settled = state.invalidationSettledAt?.get(key);
+  return settled === undefined || readAt < settled;
 }
 
 /**
  * The fallback `entry` offers for a fill of `key` under `options`, or `undefined`: fail-safe off,
- * no entry, an entry past `maxStale`, or one created before the key was last invalidated.
+ * no entry, an entry past `maxStale`, or one created before the key was last invalidated here (see
+ * {@link invalidatedAfter}; `readAt` is when the read that found it started).
  */
-export function fallbackFor(
+function fallbackFor(
   state: CacheState,
   key: string,
+  entry: CacheEntry | undefined,
+  options: ResolvedOptions,
+  readAt?: number,
+): Fallback | undefined {
+  const fallback = capturedFallback(entry, options);
+  if (fallback === undefined || invalidatedAfter(state, key, fallback.entry.createdAt, readAt))
+    return undefined;
+  return fallback;
+}
+
+/**
+ * The fallback a fill takes along from the read that missed (or found the value stale): as
+ * {@link fallbackFor}, but not yet checked against this process's invalidations of the key. Nothing
+ * answers with it before {@link confirmFallback} has read the key again and decided.
+ */
+export function capturedFallback(
   entry: CacheEntry | undefined,
   options: ResolvedOptions,
 ): Fallback | undefined {
@@ -72,7 +114,7 @@ export function fallbackFor(
   const freshEnd =
     options.ttl === undefined ? entry.freshUntil : Math.min(entry.freshUntil, entry.createdAt + options.ttl);
   const until = freshEnd + failSafe.maxStale;
-  if (!(Date.now() < until) || invalidatedAfter(state, key, entry.createdAt)) return undefined;
+  if (!(Date.now() < until)) return undefined;
   return { entry, stored: storedEntryOf(entry), until };
 }
 
@@ -114,23 +156,33 @@ export function confirmFallback(
   const captured = usableFallback(flight);
   if (captured === undefined) return undefined;
   const key = flight.key;
+  // Without an answer from the cache, the value read at the miss, unless the key changed here after
+  // it was made (that read may have started before the change).
+  const unconfirmed = (): Fallback | undefined => {
+    const fallback = usableFallback(flight);
+    return fallback === undefined || invalidatedAfter(state, key, fallback.entry.createdAt)
+      ? undefined
+      : fallback;
+  };
+  const readAt = Date.now();
   const decide = (entry: CacheEntry | undefined): Fallback | undefined | Promise<Fallback | undefined> => {
     if (usableFallback(flight) === undefined || entry === undefined) return undefined;
-    if (entry.createdAt === captured.entry.createdAt) return captured;
+    if (entry.createdAt === captured.entry.createdAt)
+      return invalidatedAfter(state, key, entry.createdAt, readAt) ? undefined : captured;
     // Another entry answers only as a read would serve it: through `checkValue`, when one is set.
     const check = options.check;
-    if (check === undefined) return fallbackFor(state, key, entry, options);
+    if (check === undefined) return fallbackFor(state, key, entry, options, readAt);
     const checked = checkedEntry(state, key, entry, check);
     return isThenable<CacheEntry | undefined>(checked)
-      ? checked.then((passed) => fallbackFor(state, key, passed, options))
-      : fallbackFor(state, key, checked, options);
+      ? checked.then((passed) => fallbackFor(state, key, passed, options, readAt))
+      : fallbackFor(state, key, checked, options, readAt);
   };
   let read: ReturnType<CacheState['cache']['get']>;
   try {
     read = state.cache.get(key);
   } catch (error) {
     reportBackendError(state.name, 'get', key, error);
-    return captured;
+    return unconfirmed();
   }
   if (!isThenable<CacheEntry | undefined>(read)) return decide(read);
   return raceTimeout(
@@ -139,7 +191,7 @@ export function confirmFallback(
     () => new Error(`cache.get for '${key}' did not settle within ${CONFIRM_READ_MS}ms`),
   ).then(decide, (error: unknown) => {
     reportBackendError(state.name, 'get', key, error);
-    return usableFallback(flight);
+    return unconfirmed();
   });
 }
 
@@ -235,6 +287,8 @@ export function softTimeout(state: CacheState, flight: Flight, confirmed: Fallba
 export function takesEarlyAnswer(state: CacheState, flight: Flight, options: ResolvedOptions): boolean {
   const early = flight.early;
   if (early === undefined || options.softTimeout === undefined || early.entry === undefined) return false;
+  // The early answer was confirmed by a read; a change of the key made here since then marked the
+  // flight invalidated.
   if (flight.invalidated || flight.fallbackInvalidated) return false;
-  return fallbackFor(state, flight.key, early.entry, options) !== undefined;
+  return capturedFallback(early.entry, options) !== undefined;
 }

@@ -8,7 +8,7 @@ import { type Duration, toMilliseconds } from './duration.js';
 import { SETTLED } from './entry.js';
 import { kindOf, messageOf } from './errors.js';
 import { emit, hasListeners } from './events.js';
-import { fallbackFor, takesEarlyAnswer } from './fail-safe.js';
+import { capturedFallback, takesEarlyAnswer } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
 import type { Flight } from './flight.js';
@@ -429,7 +429,7 @@ function afterRead(
   }
   counters.misses++;
   // With fail-safe, an expired entry the read still found is what a failing fill falls back on.
-  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, entry, options);
+  const fallback = options.failSafe === undefined ? undefined : capturedFallback(entry, options);
   const flight = startForegroundFlight(state, key, options, fallback);
   // The leader joins before `execute` calls the fill (synchronously, without the lock): a caller
   // that joins and leaves from inside the fill must not find the flight without callers.
@@ -461,7 +461,7 @@ function refreshInBackground(
   // Until the refresh lands, the key's readers read it stale: the coarse clock spares each of them a
   // clock reading (see afterRead).
   wakeClockThread();
-  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, stale, options);
+  const fallback = options.failSafe === undefined ? undefined : capturedFallback(stale, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
   handOff(
     state,
@@ -593,7 +593,7 @@ function refreshEarly(
   if (hasListeners()) {
     emit({ type: 'early-refresh', cache: state.name, key, remainingMs: remaining, deltaMs: delta });
   }
-  const fallback = options.failSafe === undefined ? undefined : fallbackFor(state, key, entry, options);
+  const fallback = options.failSafe === undefined ? undefined : capturedFallback(entry, options);
   const flight = startBackgroundFlight(state, key, options, fallback);
   handOff(
     state,

@@ -35,6 +35,13 @@ export interface CacheState {
    */
   invalidatedAt?: Map<string, number>;
   /**
+   * For each key in {@link invalidatedAt}, when that latest invalidation's backend call settled (it
+   * is absent while the call runs): a read started since then sees the cache after it, so what it
+   * returns may serve as a fallback whatever its `createdAt` says (`fail-safe.ts`). Created on first
+   * use, like `invalidatedAt`.
+   */
+  invalidationSettledAt?: Map<string, number>;
+  /**
    * The work this process has running on the cache (each fill's whole run: lock phase, fill, write,
    * lock release, fail-safe re-arm), for `whenIdle`. Created on first use (a state made by another
    * copy of the core may lack it).

@@ -3,7 +3,7 @@ import type { Cache } from './cache.js';
 import { type CheckValue, checkedEntry, toValueCheck } from './check-value.js';
 import { type Duration, toOptionalMilliseconds } from './duration.js';
 import { checkKnownKeys, isBusUnheard, kindOf } from './errors.js';
-import { recordInvalidation } from './fail-safe.js';
+import { recordInvalidation, settleInvalidation } from './fail-safe.js';
 import { checkKey } from './get-or-compute.js';
 import { type CacheState, stateOf } from './registry.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
@@ -47,11 +47,15 @@ function checkOptionsBag(options: unknown, known: ReadonlySet<string>): void {
   if (options !== undefined) checkKnownKeys(options, known, 'options');
 }
 
-/** Stops any fill in flight for `key` from being written or joined: the value changed under it. */
-function supersede(state: CacheState, key: string): void {
+/**
+ * Stops any fill in flight for `key` from being written or joined: the value changed under it.
+ * Returns the time of the change's record, for `settleInvalidation` once the backend has it.
+ */
+function supersede(state: CacheState, key: string): number {
   // ...and an entry read before now must not come back as a fail-safe fallback.
-  recordInvalidation(state, key);
+  const at = recordInvalidation(state, key);
   supersedeFlights(state, key);
+  return at;
 }
 
 /**
@@ -144,11 +148,13 @@ export async function setValue<T>(
   const grace = toOptionalMilliseconds(options?.staleWhileRevalidate, 'options.staleWhileRevalidate') ?? 0;
   const tags = toTags(options?.tags, 'options.tags');
   const state = stateOf(cache);
-  supersede(state, key);
+  const at = supersede(state, key);
   const entry = entryFor(value, Date.now(), { ttl, grace, tags });
   await settleBackend(state, key, 'set', () =>
     cache.set(key, entry, { ttl: physicalTtl({ ttl, grace }), direct: true }),
   );
+  // A failed change settles nothing: what the cache holds then may still predate it.
+  settleInvalidation(state, key, at);
 }
 
 /**
@@ -160,6 +166,7 @@ export async function setValue<T>(
 export async function invalidate(cache: Cache, key: string): Promise<void> {
   checkKey(key);
   const state = stateOf(cache);
-  supersede(state, key);
+  const at = supersede(state, key);
   await settleBackend(state, key, 'delete', () => cache.delete(key));
+  settleInvalidation(state, key, at);
 }

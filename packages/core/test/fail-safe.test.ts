@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { activeBackgroundRefreshes } from '../src/background.js';
+import type { CacheEntry } from '../src/cache.js';
 import {
   type CacheFillError,
   configure,
@@ -12,6 +13,7 @@ import {
   resetStats,
   type StampedeEvent,
   type StampedeStats,
+  setValue,
   stats,
 } from '../src/index.js';
 import { Backend, deferred, flush, settle, testCache } from './helpers.js';
@@ -580,6 +582,74 @@ describe('fail-safe never brings an invalidated key back', () => {
     const call = settle(getOrComputeWith(cache, 'k', FS, failing()));
     const invalidated = invalidate(cache, 'k');
     expect(failure(await call).kind).toBe('fill');
+    await invalidated;
+    expect(cache.backend.read('k')).toBeUndefined();
+    expect(stats().failSafeActivations).toBe(0);
+  });
+});
+
+// A shared cache stores an entry's times on its server's clock and converts them back through an
+// estimate of the offset: an entry may read back a few ms before this process dated it.
+function readsEarlier<C extends ReturnType<typeof testCache>>(cache: C, ms: number): C {
+  const get = cache.get;
+  cache.get = (key) => {
+    const entry = get(key) as CacheEntry | undefined;
+    if (entry === undefined) return undefined;
+    const { createdAt, freshUntil, staleUntil } = entry;
+    return { ...entry, createdAt: createdAt - ms, freshUntil: freshUntil - ms, staleUntil: staleUntil - ms };
+  };
+  return cache;
+}
+
+describe("fail-safe and this process's own changes, on a cache whose times read back a few ms early", () => {
+  it('the value a setValue here wrote is the fallback (it is no older than the change)', async () => {
+    const cache = readsEarlier(testCache(), 3);
+    await setValue(cache, 'k', 'v1', { ttl: TTL, staleWhileRevalidate: MAX_STALE });
+    vi.advanceTimersByTime(TTL + 1);
+    expect(await getOrComputeWith(cache, 'k', FS, failing())).toBe('v1');
+    expect(stats()).toMatchObject({ failSafeActivations: 1 });
+  });
+
+  it('a value filled just after an invalidation here is the fallback', async () => {
+    const cache = readsEarlier(testCache(), 3);
+    await getOrComputeWith(cache, 'k', FS, () => 'v0');
+    await invalidate(cache, 'k');
+    await getOrComputeWith(cache, 'k', FS, () => 'v1');
+    vi.advanceTimersByTime(TTL);
+    expect(await getOrComputeWith(cache, 'k', FS, failing())).toBe('v1');
+    expect(stats()).toMatchObject({ fills: 3, failSafeActivations: 1 });
+  });
+
+  it("the confirming read fails: this process's record of the change judges the value read at the miss", async () => {
+    const cache = readsEarlier(testCache(), 3);
+    await setValue(cache, 'k', 'v1', { ttl: TTL, staleWhileRevalidate: MAX_STALE });
+    vi.advanceTimersByTime(TTL + 1);
+    const get = cache.get;
+    // The first read (the miss's) answers; the confirming one fails.
+    cache.get = (key) => {
+      if (cache.calls.get >= 1) throw new Error('redis down');
+      return get(key);
+    };
+    // The read at the miss and the change are a few ms apart by the cache's dates; without the
+    // confirming read, only this process's own record of the change can judge, and it refuses.
+    expect(failure(await settle(getOrComputeWith(cache, 'k', FS, failing()))).kind).toBe('fill');
+    expect(stats()).toMatchObject({ failSafeActivations: 0, backendErrors: 1 });
+  });
+
+  it('a delete here not landed yet when the confirming read ran: the old value is no fallback', async () => {
+    const cache = testCache();
+    await getOrComputeWith(cache, 'k', FS, () => 'v1');
+    vi.advanceTimersByTime(TTL);
+    const gate = deferred<void>();
+    const remove = cache.delete;
+    cache.delete = async (key) => {
+      await gate.promise;
+      return remove(key);
+    };
+    const invalidated = invalidate(cache, 'k');
+    // Both reads (the miss's and the confirming one) find the entry the delete has not removed yet.
+    expect(failure(await settle(getOrComputeWith(cache, 'k', FS, failing()))).kind).toBe('fill');
+    gate.resolve();
     await invalidated;
     expect(cache.backend.read('k')).toBeUndefined();
     expect(stats().failSafeActivations).toBe(0);
