@@ -9,7 +9,10 @@ export type MaybePromise<T> = T | PromiseLike<T>;
 export interface CacheEntry<T = unknown> {
   /** The cached value (anything but `undefined`; `null` is a value). */
   readonly value: T;
-  /** When the fill that produced this value started: a write never replaces a newer entry. */
+  /**
+   * When the fill function that produced this value was called (after any lock wait: the age of the
+   * data it read): a write never replaces a newer entry.
+   */
   readonly createdAt: number;
   /** Fresh while `now < freshUntil`; `Infinity` means fresh forever. */
   readonly freshUntil: number;

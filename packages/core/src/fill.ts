@@ -175,8 +175,8 @@ function deliverFound(flight: Flight, value: unknown, stored: unknown): void {
 }
 
 /**
- * Writes the fill's value (unless it is `undefined` or the key was invalidated meanwhile) and hands
- * it to the flight's callers.
+ * Writes the fill's value (unless it is `undefined` or the key was invalidated meanwhile), created
+ * at `createdAt` (when the fill function was called), and hands it to the flight's callers.
  *
  * The callers hear when the fill ends, not when the write lands: a slow backend delays nobody's
  * answer. Until the write has landed (or failed, which is reported) the flight stays registered,
@@ -195,6 +195,7 @@ function deliverFilled(
   flight: Flight,
   value: unknown,
   options: ResolvedOptions,
+  createdAt: number,
   delta: number,
   checked: { readonly value: unknown; readonly stored: unknown } | undefined,
   commit: Commit | undefined,
@@ -202,7 +203,7 @@ function deliverFilled(
   if (flight.result !== undefined) return undefined;
   let pending: Promise<void> | undefined;
   if (value !== undefined && !flight.invalidated) {
-    const entry = entryFor(value, flight.startedAt, options, delta);
+    const entry = entryFor(value, createdAt, options, delta);
     const ttl = physicalTtl(options);
     // A fill that started after every invalidation of its tags this process made says so: an
     // in-process cache then keeps it even in their millisecond (see CacheSetOptions).
@@ -550,6 +551,7 @@ async function fillPhase(
     flight,
     value,
     options,
+    startedAt,
     delta,
     checked?.ok ? { value: checked.value, stored: cachedValue } : undefined,
     held?.commit,

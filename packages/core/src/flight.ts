@@ -134,8 +134,10 @@ export class Flight {
    */
   readonly background: boolean;
   /**
-   * When the flight started (ms since the epoch). Set at construction; written as the entry's
-   * `createdAt`, so the value claims the age of the data the fill read, not of its write.
+   * When the flight started (ms since the epoch). Set at construction. Not the entry's `createdAt`,
+   * which is when the fill function was called (after any lock wait): the value claims the age of
+   * the data the fill read, neither of its write nor of a wait before (a wait that began before an
+   * invalidation would date a value read after it as older, and have it refused).
    */
   readonly startedAt: number;
   /**

@@ -220,6 +220,27 @@ describe('distributed fill lock: the wait protocol', () => {
     expect(stats()).toMatchObject({ fills: 1, lockWaitHits: 3 });
   });
 
+  it('waiters whose wait began before a delete: the next holder fills once, its value is stored', async () => {
+    const backend = new Backend();
+    const replicas = Array.from({ length: 3 }, () => replica(backend, true));
+    let fills = 0;
+    const fill = async () => {
+      const n = ++fills;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return `fill ${n}`;
+    };
+    const answers = replicas.map(({ cache }) => settle(getOrComputeWith(cache, 'k', LOCKED, fill)));
+    // The holder's fill runs; another replica deletes the key in the middle of it.
+    await vi.advanceTimersByTimeAsync(100);
+    replicas[0]?.cache.delete('k');
+    await vi.advanceTimersByTimeAsync(3_000);
+    await Promise.all(answers);
+    // The holder's value predates the delete and is refused; the first waiter to take the lock
+    // then fills (its fill started after the delete) and stores it, and the last takes that value.
+    expect(fills).toBe(2);
+    expect(backend.read('k')?.value).toBe('fill 2');
+  });
+
   it("a crashed holder's lock lapses after lockTtl and a waiter takes over", async () => {
     const backend = new Backend();
     backend.lock('k', 1_000);
