@@ -180,8 +180,9 @@ function deliverFound(flight: Flight, value: unknown, stored: unknown): void {
  *
  * The callers hear when the fill ends, not when the write lands: a slow backend delays nobody's
  * answer. Until the write has landed (or failed, which is reported) the flight stays registered,
- * already settled, so a caller of this process that arrives meanwhile joins it and gets the value
- * at once instead of reading a cache that does not have it yet (and starting a second fill).
+ * already settled, so a caller of this process that arrives meanwhile (while the value is fresh:
+ * `Flight.freshUntil`) joins it and gets the value at once instead of reading a cache that does not
+ * have it yet (and starting a second fill).
  * Another replica reading during the write may miss. The returned promise (if any) settles when
  * the write has landed; the lock is released only after it, so a replica that waited for the lock
  * finds the value. With `commit` (a lock that writes and releases in one step, `FillLock.commit`)
@@ -204,6 +205,7 @@ function deliverFilled(
   let pending: Promise<void> | undefined;
   if (value !== undefined && !flight.invalidated) {
     const entry = entryFor(value, createdAt, options, delta);
+    flight.freshUntil = entry.freshUntil;
     const ttl = physicalTtl(options);
     // A fill that started after every invalidation of its tags this process made says so: an
     // in-process cache then keeps it even in their millisecond (see CacheSetOptions).

@@ -151,6 +151,13 @@ export class Flight {
    */
   readonly tags: readonly string[] | undefined;
   /**
+   * When the value this flight delivered stops being fresh (ms since the epoch), set when it
+   * settles with a value it writes; until then infinite. A settled flight stays registered until its
+   * write lands, and a caller joins it only before this time: a value is never handed out as fresh
+   * past its `freshUntil`.
+   */
+  freshUntil = Number.POSITIVE_INFINITY;
+  /**
    * The `checkValue` of the call that started the flight (`undefined` for none). Set at
    * construction. Its callers' values passed it (a schema's output); a caller with another check
    * joins with `joinStored` and runs its own.

@@ -201,7 +201,7 @@ function slowGetOrCompute<T>(
     return Promise.reject(error);
   }
   if (state.flights.size !== 0) {
-    const flight = foregroundFlight(state, key);
+    const flight = foregroundFlight(state, key, undefined);
     if (flight !== undefined) return coalesce(state, flight, ttlOnly(ttlMs)) as Promise<T>;
   }
   const read = sharedRead(state, key);
@@ -267,7 +267,7 @@ export function getOrComputeWith<T>(
   // so the first call made while a fill is in flight does not throw that code away (a deopt, then
   // some thousands of calls in slower code: measured at a key's first expiry after warm-up).
   if (resolved.grace === 0 && state.flights.size !== 0) {
-    const flight = foregroundFlight(state, key);
+    const flight = foregroundFlight(state, key, resolved.check);
     if (flight !== undefined) return coalesce(state, flight, resolved) as Promise<T>;
   }
   return readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
@@ -278,12 +278,27 @@ export function getOrComputeWith<T>(
  * background refresh (its key still holds a servable value), nor one past its soft timeout (whether
  * its previous value may still answer is for the read to show), nor, on an isolated runtime, a
  * flight silent without proof that its request is alive (the read decides, see {@link afterRead}).
+ * Only one started with this call's own `checkValue`: a check's refusal of a fresh value started
+ * it, and for a caller with another check (or none) that value may be a hit.
  */
-function foregroundFlight(state: CacheState, key: string): Flight | undefined {
+function foregroundFlight(state: CacheState, key: string, check: ValueCheck | undefined): Flight | undefined {
   const flight = liveFlight(state.flights, key);
-  return flight !== undefined && !flight.background && flight.early === undefined && !silentUnproven(flight)
+  return flight !== undefined &&
+    !flight.background &&
+    flight.early === undefined &&
+    flight.check === check &&
+    joinable(flight) &&
+    !silentUnproven(flight)
     ? flight
     : undefined;
+}
+
+/**
+ * Whether a caller may join `flight`: not once the value it delivered is past its freshness (a
+ * settled flight stays registered until its write lands, however short the ttl).
+ */
+function joinable(flight: Flight): boolean {
+  return flight.result === undefined || Date.now() < flight.freshUntil;
 }
 
 /** {@link checkedEntry} of a read that may still be pending. */
@@ -339,6 +354,16 @@ function coalesce(
     found !== undefined &&
     found.createdAt === flight.early?.entry?.createdAt &&
     takesEarlyAnswer(state, flight, options);
+  return joinChecked(state, flight, options, takesEarly);
+}
+
+/** Waits for `flight` and answers with its value as this caller's own `checkValue` gives it. */
+function joinChecked(
+  state: CacheState,
+  flight: Flight,
+  options: ResolvedOptions,
+  takesEarly: boolean,
+): Promise<unknown> {
   const check = options.check;
   if (check === flight.check) return flight.join(options.signal, options.fillTimeout, takesEarly);
   // Another check (or none) than the call that started the fill: this caller's own check runs on
@@ -348,6 +373,15 @@ function coalesce(
       ? flight.joinStored(options.signal, options.fillTimeout, takesEarly)
       : flight.join(options.signal, options.fillTimeout, takesEarly);
   return joined.then((stored) => checkJoined(state, flight.key, stored, check));
+}
+
+/**
+ * Whether `flight` is a finished refresh of `entry` whose write has not landed yet: its fresh value
+ * answers a caller with grace instead of `entry`, as it answers one without (see `fill.ts`
+ * deliverFilled). Only a value not older than `entry` (another replica may have written a newer one).
+ */
+function refreshedOver(flight: Flight, entry: CacheEntry): boolean {
+  return flight.result !== undefined && flight.startedAt >= entry.createdAt && joinable(flight);
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -392,6 +426,10 @@ function afterRead(
           // moves on), and it is the refresh a stale read would otherwise start.
           const flight = state.flights.get(key);
           if (flight !== undefined && flight.startedAt >= freshUntil) {
+            if (refreshedOver(flight, entry)) {
+              counters.hits++;
+              return joinChecked(state, flight, options, false);
+            }
             counters.staleHits++;
             return settledPromise(entry);
           }
@@ -408,8 +446,12 @@ function afterRead(
       return settledPromise(entry);
     }
     if (options.grace > 0 && now < entry.staleUntil) {
-      counters.staleHits++;
       const running = liveFlight(state.flights, key);
+      if (running !== undefined && refreshedOver(running, entry)) {
+        counters.hits++;
+        return joinChecked(state, running, options, false);
+      }
+      counters.staleHits++;
       if (running === undefined) refreshInBackground(state, key, options, fill, entry);
       // A refresh silent without proof (isolated runtimes): a timer turn tells a later read.
       else if (silentUnproven(running)) void timerTurn(running);
@@ -419,7 +461,7 @@ function afterRead(
     }
   }
   const inFlight = liveFlight(state.flights, key, true);
-  if (inFlight !== undefined) {
+  if (inFlight !== undefined && joinable(inFlight)) {
     // Isolated runtimes: a flight silent without proof that its request is gone (the isolate may
     // have been busy) is neither joined nor doubled: after a timer turn a live one has beaten, and a
     // gone one is given up, and this call reads again.

@@ -508,6 +508,25 @@ describe('a caller joining a fill whose starting call had another checkValue run
     expect(await withSignal).toBe('HELLO');
   });
 
+  it("a fresh value another caller's check refused is a hit for a caller without that check", async () => {
+    const cache = testCache();
+    await setValue(cache, 'k', 'text', { ttl: '5m' });
+    const gate = deferred<unknown>();
+    const numbers = {
+      ttl: '5m',
+      checkValue: (value: unknown) => typeof value === 'number' || 'not a number',
+    } as const;
+    const checked = settle(getOrComputeWith(cache, 'k', numbers, () => gate.promise));
+    await flush();
+    const plain = settle(getOrCompute(cache, 'k', '5m', () => 'never'));
+    const other = settle(getOrComputeWith(cache, 'k', { ttl: '5m' }, () => 'never'));
+    gate.reject(new Error('db down'));
+    expect((await checked).ok).toBe(false);
+    expect(await plain).toEqual({ ok: true, value: 'text' });
+    expect(await other).toEqual({ ok: true, value: 'text' });
+    expect(stats()).toMatchObject({ fills: 1, hits: 2, coalescedWaits: 0 });
+  });
+
   it('an asynchronous check of the joiner works, and a refusal rejects', async () => {
     const cache = testCache();
     const gate = deferred<unknown>();

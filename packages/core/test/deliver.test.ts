@@ -80,6 +80,46 @@ describe('a slow backend write', () => {
     expect(stats().hits).toBe(1);
   });
 
+  it('is joined only while its value is fresh: past its freshUntil a caller fills again', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const { cache, writes } = slowWrites();
+    let fills = 0;
+    const fill = async () => `v${++fills}`;
+    expect(await getOrComputeWith(cache, 'k', { ttl: 10 }, fill)).toBe('v1');
+    await vi.advanceTimersByTimeAsync(9);
+    expect(await getOrCompute(cache, 'k', 10, fill)).toBe('v1');
+    // At its freshUntil the value is no longer served as fresh, although its write is pending.
+    await vi.advanceTimersByTimeAsync(1);
+    const plain = getOrCompute(cache, 'k', 10, fill);
+    const zero = getOrComputeWith(cache, 'k', { ttl: 0 }, fill);
+    expect(await plain).toBe('v2');
+    expect(await zero).toBe('v2');
+    expect(fills).toBe(2);
+    for (const write of writes) write.land();
+    await flush();
+  });
+
+  it('a caller with grace arriving before it has landed gets the new value too, not the stale one', async () => {
+    vi.useFakeTimers({ now: 10_000 });
+    const { cache, writes } = slowWrites();
+    cache.backend.write(
+      'k',
+      { value: 'old', createdAt: 0, freshUntil: 5_000, staleUntil: 3_600_000 },
+      3_600_000,
+    );
+    const fill = vi.fn(async () => 'new');
+    expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('new');
+    expect(writes).toHaveLength(1);
+    const grace = { ttl: 60_000, staleWhileRevalidate: '1h' } as const;
+    expect(await getOrComputeWith(cache, 'k', grace, fill)).toBe('new');
+    // Past the value's own freshness the stale entry answers again, and a refresh starts.
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(await getOrComputeWith(cache, 'k', grace, fill)).toBe('old');
+    expect(fill).toHaveBeenCalledTimes(2);
+    for (const write of writes) write.land();
+    await flush();
+  });
+
   it('releases the lock only once it has landed, so a waiting replica finds the value', async () => {
     const { cache, writes } = slowWrites({ lock: true });
     const value = await getOrComputeWith(cache, 'k', { ttl: 60_000, distributedFillLock: true }, () => 'v');
