@@ -158,6 +158,12 @@ export class Flight {
    */
   freshUntil = Number.POSITIVE_INFINITY;
   /**
+   * Started because its caller's `checkValue` refused the value the read found (set by the miss
+   * that starts it). Only such a flight is closed to callers with another check before they read:
+   * for them that value may be a hit (see `foregroundFlight`).
+   */
+  afterRefusal = false;
+  /**
    * The `checkValue` of the call that started the flight (`undefined` for none). Set at
    * construction. Its callers' values passed it (a schema's output); a caller with another check
    * joins with `joinStored` and runs its own.

@@ -1,5 +1,5 @@
 import { abortReason, onAbort } from './abort.js';
-import { isPendingRead, readEntry, sharedRead, shareRead } from './backend.js';
+import { isPendingRead, isThenable, readEntry, sharedRead, shareRead } from './backend.js';
 import { takeRefreshSlot } from './background.js';
 import type { Cache, CacheEntry } from './cache.js';
 import { checkedEntry, checkJoined, type ValueCheck } from './check-value.js';
@@ -278,15 +278,15 @@ export function getOrComputeWith<T>(
  * background refresh (its key still holds a servable value), nor one past its soft timeout (whether
  * its previous value may still answer is for the read to show), nor, on an isolated runtime, a
  * flight silent without proof that its request is alive (the read decides, see {@link afterRead}).
- * Only one started with this call's own `checkValue`: a check's refusal of a fresh value started
- * it, and for a caller with another check (or none) that value may be a hit.
+ * Not one that a check's refusal of the value read started, unless this call has that same
+ * `checkValue`: for a caller with another check (or none) that value may be a hit.
  */
 function foregroundFlight(state: CacheState, key: string, check: ValueCheck | undefined): Flight | undefined {
   const flight = liveFlight(state.flights, key);
   return flight !== undefined &&
     !flight.background &&
     flight.early === undefined &&
-    flight.check === check &&
+    (flight.check === check || !flight.afterRefusal) &&
     joinable(flight) &&
     !silentUnproven(flight)
     ? flight
@@ -298,7 +298,8 @@ function foregroundFlight(state: CacheState, key: string, check: ValueCheck | un
  * settled flight stays registered until its write lands, however short the ttl).
  */
 function joinable(flight: Flight): boolean {
-  return flight.result === undefined || Date.now() < flight.freshUntil;
+  // Infinite until the flight delivers a value (a background refresh too, whose write is pending).
+  return Date.now() < flight.freshUntil;
 }
 
 /** {@link checkedEntry} of a read that may still be pending. */
@@ -309,8 +310,25 @@ function checkedRead(
   check: ValueCheck,
 ): CacheEntry | undefined | Promise<CacheEntry | undefined> {
   return isPendingRead(read)
-    ? read.then((entry) => checkedEntry(state, key, entry, check))
-    : checkedEntry(state, key, read, check);
+    ? read.then((entry) => refusalNoted(state, key, entry, checkedEntry(state, key, entry, check)))
+    : refusalNoted(state, key, read, checkedEntry(state, key, read, check));
+}
+
+/** `checked`, noting in `state.refusedReads` when the check refused the `entry` a read found. */
+function refusalNoted(
+  state: CacheState,
+  key: string,
+  entry: CacheEntry | undefined,
+  checked: CacheEntry | undefined | Promise<CacheEntry | undefined>,
+): CacheEntry | undefined | Promise<CacheEntry | undefined> {
+  if (entry === undefined) return checked;
+  const note = (passed: CacheEntry | undefined): CacheEntry | undefined => {
+    if (passed === undefined) (state.refusedReads ??= new Set()).add(key);
+    return passed;
+  };
+  return isThenable<CacheEntry | undefined>(checked)
+    ? Promise.resolve(checked).then(note)
+    : note(checked as CacheEntry | undefined);
 }
 
 /** `promise`, unless `signal` aborts first (a caller leaving while its read is still in flight). */
@@ -378,10 +396,17 @@ function joinChecked(
 /**
  * Whether `flight` is a finished refresh of `entry` whose write has not landed yet: its fresh value
  * answers a caller with grace instead of `entry`, as it answers one without (see `fill.ts`
- * deliverFilled). Only a value not older than `entry` (another replica may have written a newer one).
+ * deliverFilled). Only a value not older than `entry` (another replica may have written a newer one),
+ * and only for a caller with the fill's own `checkValue` (another check may refuse the new value
+ * where the stale one passes: that caller keeps its stale hit).
  */
-function refreshedOver(flight: Flight, entry: CacheEntry): boolean {
-  return flight.result !== undefined && flight.startedAt >= entry.createdAt && joinable(flight);
+function refreshedOver(flight: Flight, entry: CacheEntry, check: ValueCheck | undefined): boolean {
+  return (
+    flight.result !== undefined &&
+    flight.check === check &&
+    flight.startedAt >= entry.createdAt &&
+    joinable(flight)
+  );
 }
 
 /** What a read means: fresh, stale (serve and refresh), or a miss (join or start a fill). */
@@ -426,7 +451,7 @@ function afterRead(
           // moves on), and it is the refresh a stale read would otherwise start.
           const flight = state.flights.get(key);
           if (flight !== undefined && flight.startedAt >= freshUntil) {
-            if (refreshedOver(flight, entry)) {
+            if (refreshedOver(flight, entry, options.check)) {
               counters.hits++;
               return joinChecked(state, flight, options, false);
             }
@@ -447,7 +472,7 @@ function afterRead(
     }
     if (options.grace > 0 && now < entry.staleUntil) {
       const running = liveFlight(state.flights, key);
-      if (running !== undefined && refreshedOver(running, entry)) {
+      if (running !== undefined && refreshedOver(running, entry, options.check)) {
         counters.hits++;
         return joinChecked(state, running, options, false);
       }
@@ -473,6 +498,7 @@ function afterRead(
   // With fail-safe, an expired entry the read still found is what a failing fill falls back on.
   const fallback = options.failSafe === undefined ? undefined : capturedFallback(entry, options);
   const flight = startForegroundFlight(state, key, options, fallback);
+  if (options.check !== undefined && state.refusedReads?.delete(key) === true) flight.afterRefusal = true;
   // The leader joins before `execute` calls the fill (synchronously, without the lock): a caller
   // that joins and leaves from inside the fill must not find the flight without callers.
   const answer = flight.joinAsLeader(options.signal, options.fillTimeout);

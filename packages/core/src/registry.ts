@@ -42,6 +42,11 @@ export interface CacheState {
    */
   invalidationSettledAt?: Map<string, number>;
   /**
+   * Keys whose latest read a caller's `checkValue` refused (an entry was found and failed the
+   * check): the fill that caller starts is marked `Flight.afterRefusal`. Created on first use.
+   */
+  refusedReads?: Set<string>;
+  /**
    * The work this process has running on the cache (each fill's whole run: lock phase, fill, write,
    * lock release, fail-safe re-arm), for `whenIdle`. Created on first use (a state made by another
    * copy of the core may lack it).

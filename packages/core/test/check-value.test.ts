@@ -527,6 +527,40 @@ describe('a caller joining a fill whose starting call had another checkValue run
     expect(stats()).toMatchObject({ fills: 1, hits: 2, coalescedWaits: 0 });
   });
 
+  it('a caller with another check joins, before reading, a fill that a plain miss started (one fill)', async () => {
+    // Reads answer what the cache held when they started, 50 ms later, and writes land 20 ms after
+    // they are made (requests over HTTP, not ordered): a caller that read first would miss, find the
+    // fill gone once its write landed, and fill again.
+    vi.useFakeTimers();
+    const cache = testCache();
+    const { get, set } = cache;
+    const later = <T>(ms: number, answer: () => T) =>
+      new Promise<T>((resolve) => setTimeout(() => resolve(answer()), ms));
+    cache.get = (key) => {
+      const held = get(key) as Awaited<ReturnType<typeof get>>;
+      return later(50, () => held);
+    };
+    cache.set = (key, entry, options) => later(20, () => set(key, entry, options)) as Promise<void>;
+    const numbers = {
+      ttl: '5m',
+      checkValue: (value: unknown) => typeof value === 'number' || 'not a number',
+    } as const;
+    let fills = 0;
+    const fill = async () => {
+      fills++;
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return 7;
+    };
+    const first = getOrComputeWith(cache, 'k', numbers, fill);
+    await vi.advanceTimersByTimeAsync(70);
+    const plain = getOrCompute(cache, 'k', '5m', fill);
+    const other = getOrComputeWith(cache, 'k', { ttl: '5m', checkValue: (v: unknown) => v !== null }, fill);
+    await vi.advanceTimersByTimeAsync(200);
+    expect([await first, await plain, await other]).toEqual([7, 7, 7]);
+    expect(fills).toBe(1);
+    vi.useRealTimers();
+  });
+
   it('an asynchronous check of the joiner works, and a refusal rejects', async () => {
     const cache = testCache();
     const gate = deferred<unknown>();

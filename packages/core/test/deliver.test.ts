@@ -120,6 +120,48 @@ describe('a slow backend write', () => {
     await flush();
   });
 
+  it('a caller with grace whose own checkValue refuses the new value keeps its stale hit', async () => {
+    vi.useFakeTimers({ now: 10_000 });
+    const { cache, writes } = slowWrites();
+    cache.backend.write(
+      'k',
+      { value: 'old', createdAt: 0, freshUntil: 5_000, staleUntil: 3_600_000 },
+      3_600_000,
+    );
+    expect(await getOrCompute(cache, 'k', 60_000, async () => 123)).toBe(123);
+    const strings = {
+      ttl: 60_000,
+      staleWhileRevalidate: '1h',
+      checkValue: (value: unknown) => typeof value === 'string' || 'not a string',
+    } as const;
+    expect(await getOrComputeWith(cache, 'k', strings, async () => 'never')).toBe('old');
+    expect(stats()).toMatchObject({ staleHits: 1, checkValueFailures: 0 });
+    for (const write of writes) write.land();
+    await flush();
+  });
+
+  it('a finished background refresh is joined only while its value is fresh', async () => {
+    vi.useFakeTimers({ now: 10_000 });
+    const { cache, writes } = slowWrites();
+    cache.backend.write(
+      'k',
+      { value: 'old', createdAt: 0, freshUntil: 5_000, staleUntil: 3_600_000 },
+      3_600_000,
+    );
+    let fills = 0;
+    const fill = async () => `v${++fills}`;
+    // A stale read starts the refresh; its value (fresh for 10 ms) waits for its write.
+    expect(await getOrComputeWith(cache, 'k', { ttl: 10, staleWhileRevalidate: '1h' }, fill)).toBe('old');
+    await flush();
+    expect(writes).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(60);
+    // Past that freshness a caller without grace fills again instead of taking the expired value.
+    expect(await getOrCompute(cache, 'k', 10, fill)).toBe('v2');
+    expect(fills).toBe(2);
+    for (const write of writes) write.land();
+    await flush();
+  });
+
   it('releases the lock only once it has landed, so a waiting replica finds the value', async () => {
     const { cache, writes } = slowWrites({ lock: true });
     const value = await getOrComputeWith(cache, 'k', { ttl: 60_000, distributedFillLock: true }, () => 'v');
