@@ -38,6 +38,18 @@ function slowWrites(options: Parameters<typeof testCache>[0] = {}) {
   return { cache, writes };
 }
 
+/** At 10 s (fake timers): `'k'` holds `'old'`, stale since 5 s and within its grace for an hour. */
+function staleOldWithSlowWrites() {
+  vi.useFakeTimers({ now: 10_000 });
+  const slow = slowWrites();
+  slow.cache.backend.write(
+    'k',
+    { value: 'old', createdAt: 0, freshUntil: 5_000, staleUntil: 3_600_000 },
+    3_600_000,
+  );
+  return slow;
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('a slow backend write', () => {
@@ -100,13 +112,7 @@ describe('a slow backend write', () => {
   });
 
   it('a caller with grace arriving before it has landed gets the new value too, not the stale one', async () => {
-    vi.useFakeTimers({ now: 10_000 });
-    const { cache, writes } = slowWrites();
-    cache.backend.write(
-      'k',
-      { value: 'old', createdAt: 0, freshUntil: 5_000, staleUntil: 3_600_000 },
-      3_600_000,
-    );
+    const { cache, writes } = staleOldWithSlowWrites();
     const fill = vi.fn(async () => 'new');
     expect(await getOrCompute(cache, 'k', 60_000, fill)).toBe('new');
     expect(writes).toHaveLength(1);
@@ -121,13 +127,7 @@ describe('a slow backend write', () => {
   });
 
   it('a caller with grace whose own checkValue refuses the new value keeps its stale hit', async () => {
-    vi.useFakeTimers({ now: 10_000 });
-    const { cache, writes } = slowWrites();
-    cache.backend.write(
-      'k',
-      { value: 'old', createdAt: 0, freshUntil: 5_000, staleUntil: 3_600_000 },
-      3_600_000,
-    );
+    const { cache, writes } = staleOldWithSlowWrites();
     expect(await getOrCompute(cache, 'k', 60_000, async () => 123)).toBe(123);
     const strings = {
       ttl: 60_000,
@@ -141,13 +141,7 @@ describe('a slow backend write', () => {
   });
 
   it('a finished background refresh is joined only while its value is fresh', async () => {
-    vi.useFakeTimers({ now: 10_000 });
-    const { cache, writes } = slowWrites();
-    cache.backend.write(
-      'k',
-      { value: 'old', createdAt: 0, freshUntil: 5_000, staleUntil: 3_600_000 },
-      3_600_000,
-    );
+    const { cache, writes } = staleOldWithSlowWrites();
     let fills = 0;
     const fill = async () => `v${++fills}`;
     // A stale read starts the refresh; its value (fresh for 10 ms) waits for its write.
