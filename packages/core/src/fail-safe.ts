@@ -284,7 +284,7 @@ export function softTimeout(state: CacheState, flight: Flight, confirmed: Fallba
  * `softTimeout`, the entry within this caller's `maxStale`, not invalidated since). Any other caller
  * waits for the fill's own result.
  */
-export function takesEarlyAnswer(state: CacheState, flight: Flight, options: ResolvedOptions): boolean {
+export function takesEarlyAnswer(flight: Flight, options: ResolvedOptions): boolean {
   const early = flight.early;
   if (early === undefined || options.softTimeout === undefined || early.entry === undefined) return false;
   // The early answer was confirmed by a read; a change of the key made here since then marked the

@@ -323,7 +323,10 @@ function refusalNoted(
 ): CacheEntry | undefined | Promise<CacheEntry | undefined> {
   if (entry === undefined) return checked;
   const note = (passed: CacheEntry | undefined): CacheEntry | undefined => {
-    if (passed === undefined) (state.refusedReads ??= new Set()).add(key);
+    if (passed === undefined) {
+      state.refusedReads ??= new Set();
+      state.refusedReads.add(key);
+    }
     return passed;
   };
   return isThenable<CacheEntry | undefined>(checked)
@@ -371,7 +374,7 @@ function coalesce(
   const takesEarly =
     found !== undefined &&
     found.createdAt === flight.early?.entry?.createdAt &&
-    takesEarlyAnswer(state, flight, options);
+    takesEarlyAnswer(flight, options);
   return joinChecked(state, flight, options, takesEarly);
 }
 
