@@ -217,7 +217,8 @@ export function createRedisProtocolCache(
     offset: number,
   ): WriteGuardArgs => {
     try {
-      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct, renews });
+      const atLeast = direct === true || renews !== undefined ? undefined : datedAfter(key, entry);
+      return remoteWriteArgs(entry, ttl, { serializer, offset, tombstoneTtl, direct, renews, atLeast });
     } catch (cause) {
       const error = createError(
         'E_STAMPEDE_BACKEND_ENCODE',
@@ -230,6 +231,41 @@ export function createRedisProtocolCache(
   };
   // Once the clock is measured the arguments are ready in the same tick, so the write goes out
   // before the fill's callers resume (no microtask turns between a fill's end and its command).
+  // This process's own deletes and tag invalidations, by `k<key>` / `t<tag>`: the earliest server
+  // time a fill that started after one resolved may be dated (the tombstone's time, a tie the write
+  // wins; just past a tag's record), and when it resolved here. A fill's times move by an estimate
+  // some 2 ms behind the server's clock (`clock.floor`), so a refill made at once after this
+  // process's own invalidation would read as older than it, and be lost (a warm-up, 47 of 50 runs).
+  // It started after the change had been made on the server, so dating it there is never ahead of it.
+  // Kept a minute, oldest dropped first.
+  const changes = new Map<string, { readonly server: number; readonly resolvedAt: number }>();
+  const noteChange = (name: string, server: unknown): void => {
+    if (typeof server !== 'number' || !Number.isFinite(server)) return;
+    const resolvedAt = Date.now();
+    changes.delete(name);
+    changes.set(name, { server, resolvedAt });
+    for (const [old, change] of changes) {
+      if (resolvedAt - change.resolvedAt < CHANGE_MEMORY_MS) break;
+      changes.delete(old);
+    }
+  };
+  // The earliest server time a fill's `entry` may carry, or undefined: the latest of this process's
+  // changes of its key or tags that had resolved when its fill started.
+  const datedAfter = (key: string, entry: CacheEntry): number | undefined => {
+    if (changes.size === 0) return undefined;
+    let earliest: number | undefined;
+    const consider = (change: { readonly server: number; readonly resolvedAt: number } | undefined) => {
+      if (
+        change !== undefined &&
+        entry.createdAt >= change.resolvedAt &&
+        !(earliest !== undefined && earliest >= change.server)
+      )
+        earliest = change.server;
+    };
+    consider(changes.get(`k${key}`));
+    if (entry.tags !== undefined) for (const tag of entry.tags) consider(changes.get(`t${tag}`));
+    return earliest;
+  };
   const writeArgs = (
     key: string,
     entry: CacheEntry,
@@ -323,6 +359,7 @@ export function createRedisProtocolCache(
       );
       // Deleted, but the script could not read the lock's TTL: see DELETE_LUA.
       if (typeof reply === 'string') context.access.auxiliaryFailed('PTTL', new Error(reply));
+      else noteChange(`k${key}`, reply);
     },
     roundTrip(value) {
       return roundTripValue(value, serializer);
@@ -384,7 +421,7 @@ export function createRedisProtocolCache(
       checkTagList(tags);
       // One script per tag: a tag's key is in its own slot in a Cluster (a few parallel calls),
       // with its stamp key (same slot): the record covers a `setValue` dated past Redis's time.
-      await operations.keepAlive(
+      const records = await operations.keepAlive(
         Promise.all(
           tags.map((tag) =>
             operations.call('tags', undefined, () =>
@@ -397,6 +434,11 @@ export function createRedisProtocolCache(
           ),
         ),
       );
+      // Read as invalidated at or after its record: a later fill is dated a millisecond past it.
+      tags.forEach((tag, i) => {
+        const record = Number(records[i]);
+        if (Number.isFinite(record)) noteChange(`t${tag}`, record + 1);
+      });
     },
     get lockUsable() {
       return context.access.scripts;
@@ -419,6 +461,8 @@ function checkLockArguments(key: unknown, ttl: unknown): void {
 
 // The header of a tagged envelope (`s1t|` or `s2t|`, with a `delta`): its createdAt (server clock)
 // and its encoded tags.
+// How long this process remembers its own deletes and tag invalidations for dating its fills.
+const CHANGE_MEMORY_MS = 60_000;
 const TAGGED_HEADER = /^(?:s1t\|(-?\d+)\|\d*\|\d*\||s2t\|(-?\d+)\|\d*\|\d*\|\d+\|)([^|]*)\|/;
 
 // Every read runs GET_SCRIPT (see `read`), so it is loaded with the writes' scripts.

@@ -242,6 +242,11 @@ export interface RemoteWriteOptions {
    * was read, whatever `offset` is now. @default undefined
    */
   readonly renews?: CacheEntry | undefined;
+  /**
+   * The earliest `createdAt` the entry may carry on the server's clock: a fill that started after a
+   * change this process made there had resolved is dated no earlier than that change. @default undefined
+   */
+  readonly atLeast?: number | undefined;
 }
 
 /**
@@ -265,7 +270,13 @@ export function remoteWriteArgs(
 ): WriteGuardArgs {
   const exact = renewedCreatedAt(entry, options.renews);
   const moved = shifted(entry, options.offset ?? 0);
-  const onServer = exact === undefined ? moved : changeEntry(moved, { createdAt: exact });
+  const atLeast = options.atLeast;
+  const onServer =
+    exact !== undefined
+      ? changeEntry(moved, { createdAt: exact })
+      : atLeast !== undefined && moved.createdAt < atLeast
+        ? changeEntry(moved, { createdAt: atLeast })
+        : moved;
   const text = encodeEnvelope(onServer, options.serializer);
   const createdAt = integerText(onServer.createdAt);
   const now = options.now ?? Date.now();
@@ -378,9 +389,10 @@ export const WRITE_GUARD_LUA = writeGuardLua(5);
  * one clock, the server's, whatever the replicas' clocks say. While a fill holds the key's lock the
  * tombstone lives at least as long as the lock, and {@link EXTEND_LOCK_LUA} extends it with the
  * lock: a locked fill that started before the delete can never outlive it and write its older value.
- * Returns 1. `PTTL` is called with `pcall`: a user who may not run it (an ACL line from before it was
- * needed) still deletes, with the plain `tombstoneTtl`, and the script returns the refusal's text
- * instead of 1, so that the adapter warns: that tombstone no longer outlives the lock.
+ * Returns the tombstone's time (an integer: the adapter dates this process's later fills of the key
+ * no earlier, see `cache.ts`). `PTTL` is called with `pcall`: a user who may not run it (an ACL line
+ * from before it was needed) still deletes, with the plain `tombstoneTtl`, and the script returns the
+ * refusal's text instead, so that the adapter warns: that tombstone no longer outlives the lock.
  */
 export const DELETE_LUA = `
 ${serverTimeOr(2)}
@@ -395,7 +407,7 @@ if KEYS[2] then
   end
 end
 redis.call('SET', KEYS[1], 't|' .. string.format('%.0f', now), 'PX', px)
-return refused or 1
+return refused or now
 `.trim();
 
 /**
@@ -432,18 +444,22 @@ export const NO_WRITES = '#!lua flags=no-writes\n';
  * be left out); ARGV[1] the caller's estimate of the server's time in ms, used only when `TIME` is
  * refused. Records Redis's time (ms) as each tag's invalidation time, or the tag's stamp when that
  * is later (a direct write dated past Redis's time, see {@link WRITE_GUARD_LUA}: the record must
- * cover it), never moving one back; returns Redis's time. Entries are compared with it on read.
+ * cover it), never moving one back; returns the latest record the tags now hold (at least Redis's
+ * time: the adapter dates this process's later fills carrying them past it, see `cache.ts`).
+ * Entries are compared with it on read.
  */
 export const INVALIDATE_TAGS_LUA = `
 ${serverTimeOr(1)}
+local latest = now
 for i = 1, #KEYS, 2 do
   local record = now
   local stamp = KEYS[i + 1] and tonumber(redis.call('GET', KEYS[i + 1]))
   if stamp and stamp > record then record = stamp end
   local at = tonumber(redis.call('GET', KEYS[i]))
-  if not at or at < record then redis.call('SET', KEYS[i], string.format('%.0f', record)) end
+  if not at or at < record then redis.call('SET', KEYS[i], string.format('%.0f', record)) else record = at end
+  if record > latest then latest = record end
 end
-return string.format('%.0f', now)
+return string.format('%.0f', latest)
 `.trim();
 
 /** Lua, no keys: the Redis server's time in whole ms (an integer reply). */
