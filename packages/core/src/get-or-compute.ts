@@ -488,6 +488,8 @@ function afterRead(
       return settledPromise(entry);
     }
   }
+  // Taken whichever way this miss goes, so the set holds only keys whose refusal is still pending.
+  const refused = state.refusedReads !== undefined && state.refusedReads.delete(key);
   const inFlight = liveFlight(state.flights, key, true);
   if (inFlight !== undefined && joinable(inFlight)) {
     // Isolated runtimes: a flight silent without proof that its request is gone (the isolate may
@@ -501,7 +503,7 @@ function afterRead(
   // With fail-safe, an expired entry the read still found is what a failing fill falls back on.
   const fallback = options.failSafe === undefined ? undefined : capturedFallback(entry, options);
   const flight = startForegroundFlight(state, key, options, fallback);
-  if (options.check !== undefined && state.refusedReads?.delete(key) === true) flight.afterRefusal = true;
+  if (refused && options.check !== undefined) flight.afterRefusal = true;
   // The leader joins before `execute` calls the fill (synchronously, without the lock): a caller
   // that joins and leaves from inside the fill must not find the flight without callers.
   const answer = flight.joinAsLeader(options.signal, options.fillTimeout);
