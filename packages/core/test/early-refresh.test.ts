@@ -305,6 +305,25 @@ describe('earlyRefresh with distributedFillLock', () => {
     );
   }
 
+  /**
+   * Two replicas on one backend, `'k'` fresh for `expiresIn` ms more and drawn to refresh on every hit:
+   * replica A's hit has started a locked refresh that takes 3 delta and returns `value`.
+   */
+  async function holderRefreshingOnA(expiresIn: number, value: unknown) {
+    configure({ random: () => 0.001 });
+    const backend = new Backend();
+    const [a, b] = replicas(backend, 2) as [ReturnType<typeof testCache>, ReturnType<typeof testCache>];
+    plant(backend, 'k', entryExpiringIn(expiresIn));
+    const slow = vi.fn(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 3 * DELTA));
+      return value;
+    });
+    const refreshB = vi.fn(() => 'never');
+    await getOrComputeWith(a, 'k', LOCKED, slow);
+    await vi.advanceTimersByTimeAsync(0);
+    return { backend, a, b, slow, refreshB };
+  }
+
   it('an early refresh whose lock attempt fails leaves the key to the fills at its expiry: no fill now', async () => {
     configure({ random: () => 0.001 });
     const backend = new Backend();
@@ -358,17 +377,7 @@ describe('earlyRefresh with distributedFillLock', () => {
   });
 
   it('a loser whose look at the expected finish finds no newer value yields: it neither waits further nor fills', async () => {
-    configure({ random: () => 0.001 });
-    const backend = new Backend();
-    const [a, b] = replicas(backend, 2) as [ReturnType<typeof testCache>, ReturnType<typeof testCache>];
-    plant(backend, 'k', entryExpiringIn(600));
-    const slow = vi.fn(async () => {
-      await new Promise((resolve) => setTimeout(resolve, 3 * DELTA));
-      return 'v2';
-    });
-    const refreshB = vi.fn(() => 'never');
-    await getOrComputeWith(a, 'k', LOCKED, slow);
-    await vi.advanceTimersByTimeAsync(0);
+    const { backend, b, slow, refreshB } = await holderRefreshingOnA(600, 'v2');
     const events: StampedeEvent[] = [];
     const off = onStampedeEvent((event) => events.push(event));
     expect(await getOrComputeWith(b, 'k', LOCKED, refreshB)).toBe('v1');
@@ -388,17 +397,7 @@ describe('earlyRefresh with distributedFillLock', () => {
   });
 
   it("a loser a miss joined (its check refused the still-fresh value) does not yield: the miss gets the holder's value", async () => {
-    configure({ random: () => 0.001 });
-    const backend = new Backend();
-    const [a, b] = replicas(backend, 2) as [ReturnType<typeof testCache>, ReturnType<typeof testCache>];
-    plant(backend, 'k', entryExpiringIn(600));
-    const slow = vi.fn(async () => {
-      await new Promise((resolve) => setTimeout(resolve, 3 * DELTA));
-      return 42;
-    });
-    const refreshB = vi.fn(() => 'never');
-    await getOrComputeWith(a, 'k', LOCKED, slow);
-    await vi.advanceTimersByTimeAsync(0);
+    const { b, slow, refreshB } = await holderRefreshingOnA(600, 42);
     // B's hit starts an early refresh, which loses the lock to A's.
     expect(await getOrComputeWith(b, 'k', LOCKED, refreshB)).toBe('v1');
     // A caller whose check refuses 'v1' misses and joins B's refresh: it must get a value its check
@@ -417,18 +416,8 @@ describe('earlyRefresh with distributedFillLock', () => {
   });
 
   it("a loser whose value expires during its look waits on like any lock loser: the misses that joined it get the holder's value", async () => {
-    configure({ random: () => 0.001 });
-    const backend = new Backend();
-    const [a, b] = replicas(backend, 2) as [ReturnType<typeof testCache>, ReturnType<typeof testCache>];
     // Fresh for 50 ms more; the holder's refresh takes 3 delta (300 ms).
-    plant(backend, 'k', entryExpiringIn(50));
-    const slow = vi.fn(async () => {
-      await new Promise((resolve) => setTimeout(resolve, 3 * DELTA));
-      return 'v2';
-    });
-    const refreshB = vi.fn(() => 'never');
-    await getOrComputeWith(a, 'k', LOCKED, slow);
-    await vi.advanceTimersByTimeAsync(0);
+    const { b, refreshB } = await holderRefreshingOnA(50, 'v2');
     expect(await getOrComputeWith(b, 'k', LOCKED, refreshB)).toBe('v1');
     await vi.advanceTimersByTimeAsync(60);
     // Expired on B: this miss joins B's early flight, which must not give up on it.
