@@ -57,6 +57,7 @@ export { shouldReplace } from './never-older.js';
 // The Redis-protocol layout (keys, tombstones, the Lua scripts, the server clock) lives in
 // @stampede/redis-protocol: adapters for other backends need none of it.
 export { raceTimeout } from './race-timeout.js';
+// The change count a synchronous adapter may keep (see `CHANGES_KEY`).
 // The runtime's request isolation (workerd), for adapters that hold streams or connections.
-export { runsIsolatedRequests } from './shared.js';
+export { CHANGES_KEY as CHANGES, runsIsolatedRequests } from './shared.js';
 export { reportBackendError, reportWarning } from './stats.js';

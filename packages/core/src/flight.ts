@@ -4,6 +4,7 @@ import { storedEntryOf, type ValueCheck } from './check-value.js';
 import { CacheFillError, messageOf } from './errors.js';
 import type { Fallback } from './fail-safe.js';
 import { HEARTBEAT_MS, SILENT_FLIGHT_MS } from './isolated-flights.js';
+import type { GetOrComputeOptions, Remembered } from './options.js';
 import { type FillFrame, invalidations, isolatedRequests } from './shared.js';
 import { type LongTimeout, setLongTimeout } from './timers.js';
 
@@ -69,6 +70,23 @@ function deferred(): Deferred {
     reject = rej;
   });
   return { promise, resolve, reject };
+}
+
+/** A stale read a refresh's later readers may be answered from (see {@link Flight.staleRead}). */
+export interface StaleRead {
+  /** The flight it was noted on, its key and the cache (the adapter object), and that cache's state. */
+  readonly flight: Flight;
+  readonly key: string;
+  readonly cache: object;
+  readonly counters: { staleHits: number };
+  /** The stale entry served, and the settled promise every read of it is answered with. */
+  readonly entry: CacheEntry;
+  readonly answer: Promise<unknown>;
+  /** The caller's options object, and what it held then. */
+  readonly source: GetOrComputeOptions;
+  readonly snapshot: Remembered;
+  /** The adapter's change count when the entry was read. */
+  readonly changes: number;
 }
 
 /** How a {@link Flight} is set up. */
@@ -198,6 +216,12 @@ export class Flight {
    * joiner). `invalidated` implies it.
    */
   fallbackInvalidated = false;
+  /**
+   * While this is a refresh of a stale entry and a synchronous adapter keeps a change count: the
+   * entry a stale read found, the options it was served with and the count then (see
+   * `get-or-compute.ts`, staleAgain). Later stale reads answer from it while all three hold.
+   */
+  staleRead: StaleRead | undefined = undefined;
   /**
    * Written once, by `settle`; undefined until then. Once set the flight is over for its callers
    * (a later `join` gets it at once, a later `settle` is ignored); what is left is the write and the
@@ -348,6 +372,8 @@ export class Flight {
 
   /** Removes the flight from its registry, if it is still the one registered for its key. */
   detach(): void {
+    // Out of the registry, it is no longer the refresh a stale read may be answered beside.
+    this.staleRead = undefined;
     if (this.registry.get(this.key) === this) this.registry.delete(this.key);
     // A settled flight's work (its write) is over once it leaves the registry.
     if (this.result !== undefined) this.stopPulse();

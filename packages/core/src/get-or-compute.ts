@@ -11,17 +11,19 @@ import { emit, hasListeners } from './events.js';
 import { capturedFallback, takesEarlyAnswer } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
-import type { Flight } from './flight.js';
+import type { Flight, StaleRead } from './flight.js';
 import { liveFlight, silentUnproven, timerTurn } from './isolated-flights.js';
 import {
   type FillContext,
   type GetOrComputeOptions,
+  holdsSame,
   type ResolvedOptions,
+  rememberedFor,
   resolveOptionsOnce,
   ttlOnly,
 } from './options.js';
 import { type CacheState, STATE, type Stateful, stateOf } from './registry.js';
-import { shared } from './shared.js';
+import { CHANGES_KEY, shared } from './shared.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
 import { reportWarning } from './stats.js';
 
@@ -248,6 +250,21 @@ export function getOrComputeWith<T>(
   options: GetOrComputeOptions,
   fill: (context: FillContext) => T | Promise<T>,
 ): Promise<T> {
+  // A burst of stale reads during a refresh: answered from the burst's first read while nothing
+  // that read depends on has changed (see staleAgain). The latest noted first, then the key's own.
+  const last = lastStaleRead;
+  if (last !== undefined && last.source === options && last.key === key && last.cache === cache) {
+    const again = typeof fill === 'function' ? staleAgain(last) : undefined;
+    if (again !== undefined) return again as Promise<T>;
+  } else {
+    const known = cache == null ? undefined : (cache as Stateful)[STATE];
+    const noted =
+      known !== undefined && known.flights.size !== 0 ? known.flights.get(key)?.staleRead : undefined;
+    if (noted !== undefined && noted.source === options && typeof fill === 'function') {
+      const again = staleAgain(noted);
+      if (again !== undefined) return again as Promise<T>;
+    }
+  }
   let state: CacheState;
   let resolved: ResolvedOptions;
   try {
@@ -271,6 +288,92 @@ export function getOrComputeWith<T>(
     if (flight !== undefined) return coalesce(state, flight, resolved) as Promise<T>;
   }
   return readAndAnswer(state, key, resolved, fill as FillFn) as Promise<T>;
+}
+
+/**
+ * The answer of a stale read made during the key's refresh, given again without reading the cache:
+ * `undefined` unless the key's fill in flight has a {@link Flight.staleRead} made with this very
+ * options object, which still holds what it held then (every field, and no other), the fill has no
+ * value yet, the adapter's change count has not moved since that read (no write, delete, clear or
+ * tag invalidation: see `CHANGES_KEY`), and the entry is still stale and within its grace, judged
+ * by the clocks {@link afterRead} uses. The full path would then read that same entry and serve it
+ * stale, so this answers as it would (the same settled promise, counted a stale hit) without the
+ * options' validation and the cache read. A burst of reads during a refresh is where this counts:
+ * its last caller waits for every call before it.
+ */
+function staleAgain(noted: StaleRead): Promise<unknown> | undefined {
+  if (
+    // Still the refresh's note (a flight superseded before its value leaves the registry, and
+    // drops it), the fill still without a value, the adapter unchanged, the options too.
+    noted.flight.staleRead !== noted ||
+    noted.flight.result !== undefined ||
+    noted.changes !== (noted.cache as Counted)[CHANGES_KEY] ||
+    !holdsSame(noted.source, noted.snapshot)
+  ) {
+    return forget(noted);
+  }
+  // As afterRead judges it: by the coarse clock far from the end of the grace (the entry was stale
+  // by the real clock when noted, and stays so), else by the real clock.
+  const entry = noted.entry;
+  const coarse = coarseNow();
+  if (coarse === Number.POSITIVE_INFINITY || !(entry.staleUntil - coarse > COARSE_MARGIN_MS)) {
+    const now = Date.now();
+    if (!(now >= entry.freshUntil && now < entry.staleUntil)) return forget(noted);
+  }
+  noted.counters.staleHits++;
+  return noted.answer;
+}
+
+/** Lets go of a note that no longer answers (the calls that follow skip it), for staleAgain. */
+function forget(noted: StaleRead): undefined {
+  if (lastStaleRead === noted) lastStaleRead = undefined;
+  return undefined;
+}
+
+// The stale read noted last (see noteStaleRead): a burst's calls find it without a lookup.
+let lastStaleRead: StaleRead | undefined;
+
+/** A cache that may keep a change count (see `CHANGES_KEY`). */
+type Counted = Cache & { readonly [CHANGES_KEY]?: number };
+
+/**
+ * Notes on `flight` (a fill of the key in flight, without a value yet) the stale read of `entry` just
+ * served with `options`, for {@link staleAgain}: only for a caller's own options object without
+ * `signal` or `checkValue`, an adapter that keeps a change count, and not on an isolated runtime
+ * (there a stale read may have to look at a silent refresh, see isolated-flights.ts).
+ */
+function noteStaleRead(state: CacheState, flight: Flight, entry: CacheEntry, options: ResolvedOptions): void {
+  const source = options.source;
+  if (source === undefined || options.signal !== undefined || options.check !== undefined) return;
+  if (flight.heartbeat !== undefined) return;
+  const changes = (state.cache as Counted)[CHANGES_KEY];
+  if (typeof changes !== 'number') return;
+  // What the call just checked its options object against (it was resolved last).
+  const snapshot = rememberedFor(options);
+  if (snapshot === undefined) return;
+  const known = flight.staleRead;
+  if (
+    known !== undefined &&
+    known.entry === entry &&
+    known.snapshot === snapshot &&
+    known.changes === changes
+  ) {
+    lastStaleRead = known;
+    return;
+  }
+  const noted: StaleRead = {
+    flight,
+    key: flight.key,
+    cache: state.cache,
+    counters: state.counters,
+    entry,
+    answer: settledPromise(entry),
+    source,
+    snapshot,
+    changes,
+  };
+  flight.staleRead = noted;
+  lastStaleRead = noted;
 }
 
 /**
@@ -459,6 +562,7 @@ function afterRead(
               return joinChecked(state, flight, options, false);
             }
             counters.staleHits++;
+            noteStaleRead(state, flight, entry, options);
             return settledPromise(entry);
           }
         }
@@ -483,6 +587,7 @@ function afterRead(
       if (running === undefined) refreshInBackground(state, key, options, fill, entry);
       // A refresh silent without proof (isolated runtimes): a timer turn tells a later read.
       else if (silentUnproven(running)) void timerTurn(running);
+      else noteStaleRead(state, running, entry, options);
       // The same settled promise as a fresh hit of this entry: a burst of stale reads during a
       // refresh allocates nothing per read.
       return settledPromise(entry);

@@ -201,6 +201,8 @@ export interface ResolvedOptions {
   readonly softTimeout: number | undefined;
   /** `earlyRefresh`'s beta; 0 when off (also when there is no `ttl`). */
   readonly earlyRefresh: number;
+  /** The caller's options object these were resolved from (none for a plain `getOrCompute`). */
+  readonly source?: GetOrComputeOptions | undefined;
 }
 
 /** {@link FailSafeOptions} after validation, in milliseconds. */
@@ -253,6 +255,7 @@ function plainOptions(ttl: number | undefined): ResolvedOptions {
     failSafe: undefined,
     softTimeout: undefined,
     earlyRefresh: 0,
+    source: undefined,
   };
 }
 
@@ -403,6 +406,7 @@ export function resolveOptions(options: GetOrComputeOptions): ResolvedOptions {
     softTimeout,
     // Without a ttl nothing expires, so nothing is refreshed ahead of expiry.
     earlyRefresh: ttl === undefined ? 0 : early,
+    source: options,
   };
 }
 
@@ -433,7 +437,8 @@ function earlyRefreshBeta(option: unknown): number {
  * added one, say a misspelt option, must be refused), so an object changed in place since is
  * resolved again.
  */
-interface Remembered {
+/** A snapshot of a caller's options object, taken when it was resolved. */
+export interface Remembered {
   readonly source: GetOrComputeOptions;
   readonly ttl: unknown;
   readonly staleWhileRevalidate: unknown;
@@ -488,7 +493,18 @@ function nested(option: unknown, field: 'beta' | 'maxStale' | 'throttle'): unkno
     : undefined;
 }
 
-function holdsSame(options: GetOrComputeOptions, known: Remembered): boolean {
+/**
+ * What {@link resolveOptionsOnce} noted of the options object `resolved` came from, when it was the
+ * last one resolved (else `undefined`): {@link holdsSame} then tells whether that object still
+ * holds what it held.
+ */
+export function rememberedFor(resolved: ResolvedOptions): Remembered | undefined {
+  const known = remembered;
+  return known !== undefined && known.resolved === resolved ? known : undefined;
+}
+
+/** Whether `options` still holds every field (and no other) it held when `known` was noted. */
+export function holdsSame(options: GetOrComputeOptions, known: Remembered): boolean {
   if (
     options.ttl !== known.ttl ||
     options.staleWhileRevalidate !== known.staleWhileRevalidate ||

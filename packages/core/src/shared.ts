@@ -124,6 +124,14 @@ export const LOCAL_TIER_KEY: unique symbol = Symbol.for('@stampede/core/local-ti
  */
 export const TIER_ANSWERS_KEY: unique symbol = Symbol.for('@stampede/core/tier-answers/v1');
 
+/**
+ * Under this key an adapter whose `get` answers synchronously may keep a count of its changes: a
+ * number it raises on every write, delete, clear or tag invalidation, so that the core may answer
+ * a burst of stale reads during a refresh from the first read's entry while the count holds (see
+ * `get-or-compute.ts`, staleAgain). Exported to adapters as `CHANGES`.
+ */
+export const CHANGES_KEY: unique symbol = Symbol.for('@stampede/core/changes/v1');
+
 /** Values of the {@link TIER_ANSWERS_KEY} map: neither tier's hit (a fallback copy), L1, L2. */
 export const ANSWERED_BY_NEITHER = 0;
 export const ANSWERED_BY_L1 = 1;

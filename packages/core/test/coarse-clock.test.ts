@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { buildIfStale } from '@stampede/test-support';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createEntry } from '../src/adapter.js';
+import { CHANGES, createEntry } from '../src/adapter.js';
 import {
   COARSE_MARGIN_MS,
   clockThreadRunning,
@@ -377,6 +377,32 @@ describe('stale-while-revalidate with the coarse clock', () => {
       gate.resolve('new');
       expect(await late).toBe('new');
       expect(stats()).toMatchObject({ staleHits: 1, misses: 1, coalescedWaits: 1 });
+    } finally {
+      Atomics.store(control, STATE, RUNNING);
+    }
+  });
+
+  it('near the end of the grace, a burst answered from its first read: a read past staleUntil is a miss', async () => {
+    await ready();
+    // An adapter with a change count: the burst's later reads are answered from its first one
+    // (get-or-compute.ts, staleAgain), which must judge the time as a read would.
+    const cache = Object.assign(mapCache(), { [CHANGES]: 0 });
+    const start = Date.now();
+    cache.entries.set('k', createEntry('old', start - 20_000, start - 10_000, start + 150));
+    const gate = deferred<string>();
+    expect(await getOrComputeWith(cache, 'k', SWR, () => gate.promise)).toBe('old');
+    expect(await getOrComputeWith(cache, 'k', SWR, () => 'unused')).toBe('old');
+    const { control, seconds } = clock;
+    Atomics.store(control, STATE, 99);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // a write it had begun has landed
+    try {
+      while (Date.now() <= start + 150) await new Promise((resolve) => setTimeout(resolve, 10));
+      // The grace has ended, which the coarse time (1 to 2 s behind) cannot tell.
+      seconds[0] = Math.floor((Date.now() - 1_000) / 1000);
+      const late = getOrComputeWith(cache, 'k', SWR, () => 'unused');
+      gate.resolve('new');
+      expect(await late).toBe('new');
+      expect(stats()).toMatchObject({ staleHits: 2, misses: 1, coalescedWaits: 1 });
     } finally {
       Atomics.store(control, STATE, RUNNING);
     }

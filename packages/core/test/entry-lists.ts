@@ -69,4 +69,6 @@ export const ADAPTER_ENTRY: readonly string[] = [
   'raceTimeout',
   // the runtime's request isolation (workerd)
   'runsIsolatedRequests',
+  // the change count a synchronous adapter may keep
+  'CHANGES',
 ];
