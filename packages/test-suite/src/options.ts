@@ -74,6 +74,15 @@ export interface CacheCapabilities {
    * @default false
    */
   checksArguments?: boolean;
+  /**
+   * The cache keeps a change count under `CHANGES` (from `@stampede/core/adapter`): a number it
+   * raises on every `set`, `delete`, `clear` and `invalidateTags` (and on any other change to what
+   * `get` answers but the passing of time), so that the core may answer a burst of stale reads
+   * during a refresh from the burst's first read while the count holds. Only for a cache whose
+   * entries change through this object alone (in-process memory), never for a shared backend.
+   * @default false
+   */
+  changes?: boolean;
 }
 
 /** How to run the conformance suite against one adapter. */
@@ -123,6 +132,7 @@ const OPTIONAL_CAPABILITIES = [
   'delta',
   'serverClock',
   'checksArguments',
+  'changes',
 ] as const;
 
 const SUITE_OPTIONS: ReadonlySet<string> = new Set([

@@ -1,3 +1,5 @@
+import type { Cache } from '@stampede/core';
+import { CHANGES } from '@stampede/core/adapter';
 import { expect, it } from 'vitest';
 import type { SuiteContext } from '../context.js';
 import { entry, expectReplicated, expectRoundTrip, NEAR_KEYS, ODD_KEYS, VALUES } from '../entries.js';
@@ -10,6 +12,9 @@ const keyLabel = (key: string): string =>
 
 const isThenable = (value: unknown): boolean =>
   typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
+
+/** A cache that may keep a change count (the `changes` capability). */
+type Counted = Cache & { readonly [CHANGES]?: number };
 
 /** The required part of the contract: read, write with a physical TTL, delete. */
 export function storageCases(ctx: SuiteContext): void {
@@ -29,6 +34,7 @@ export function storageCases(ctx: SuiteContext): void {
     expect(typeof cache.tryAcquireFillLockAndRead === 'function', 'lockAndRead').toBe(
       capabilities.lockAndRead ?? false,
     );
+    expect(typeof (cache as Counted)[CHANGES] === 'number', 'changes').toBe(capabilities.changes ?? false);
     // Only alongside `onFillDone`: it says whether a listener added now would hear.
     if (typeof cache.hearsFillDone === 'function')
       expect(capabilities.push, 'hearsFillDone needs push').toBe(true);
@@ -221,4 +227,24 @@ export function storageCases(ctx: SuiteContext): void {
     );
     expect(read).toBeUndefined();
   });
+
+  it.skipIf(!(capabilities.changes ?? false))(
+    'raises its change count on every write, delete, clear and tag invalidation',
+    async () => {
+      const cache = ctx.cache() as Counted & { clear?: () => unknown };
+      const count = (): number => cache[CHANGES] as number;
+      const changes: [string, () => unknown][] = [
+        ['set', () => cache.set('changes', entry('v', Date.now(), 60_000), { ttl: 60_000 })],
+        ['set again', () => cache.set('changes', entry('w', Date.now() + 1, 60_000), { ttl: 60_000 })],
+        ['delete', () => cache.delete('changes')],
+      ];
+      if (typeof cache.clear === 'function') changes.push(['clear', () => cache.clear?.()]);
+      if (capabilities.tags === true) changes.push(['invalidateTags', () => cache.invalidateTags?.(['t'])]);
+      for (const [name, change] of changes) {
+        const before = count();
+        await change();
+        expect(count(), name).toBeGreaterThan(before);
+      }
+    },
+  );
 }
