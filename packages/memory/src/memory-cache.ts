@@ -1,5 +1,6 @@
 import type { Cache, CacheEntry, CacheSetOptions } from '@stampede/core';
 import {
+  CHANGES,
   changeEntry,
   checkCacheKey,
   checkCacheWrite,
@@ -138,8 +139,19 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       `options.max must be a positive integer up to ${MAX_ENTRIES} (lru-cache allocates every slot up front, about 44 bytes each); got ${String(max)}. For more entries, pass an LRUCache of your own as options.lru`,
     );
   }
+  // An lru made here also counts what is changed on it directly (`cache.lru.delete`, an eviction):
+  // lru-cache calls `dispose` for every entry it removes or replaces. One given keeps its own
+  // options; only what goes through this cache's methods is counted then (see the README).
   const lru =
-    given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock, ttlResolution: TTL_RESOLUTION_MS });
+    given ??
+    new LRUCache<string, CacheEntry>({
+      max,
+      perf: wallClock,
+      ttlResolution: TTL_RESOLUTION_MS,
+      dispose: () => {
+        cache[CHANGES]++;
+      },
+    });
 
   // When each key was last deleted, so a fill that started before the delete (and writes after it)
   // cannot bring the old value back. Bounded like the cache; a record pushed out raises its floor,
@@ -193,7 +205,10 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     return false;
   };
 
-  return {
+  // Raised on every change but by time (see `CHANGES` in @stampede/core/adapter): while it holds,
+  // the core may answer a burst of stale reads during a refresh from the burst's first read.
+  const cache: MemoryCache & { [CHANGES]: number } = {
+    [CHANGES]: 0,
     name,
     lru,
     get size() {
@@ -213,6 +228,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       checkCacheKey(key);
       checkCacheWrite(given, options);
       const { ttl, direct, renews, afterInvalidations } = options;
+      cache[CHANGES]++;
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
@@ -280,6 +296,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     },
     delete(key: string): void {
       checkCacheKey(key);
+      cache[CHANGES]++;
       lru.delete(key);
       deletions.record(key, Date.now());
     },
@@ -288,6 +305,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       checkTagList(tags);
       checkHeardAt(heardAt);
       const at = heardAt ?? Date.now();
+      cache[CHANGES]++;
       const origin = heardAt === undefined ? ownTimes : heardTimes;
       // A direct write dated just past a record of one of its tags (see `set`) is covered by the
       // next invalidation of any of them, recorded at that date if it is later: `invalidateTag`,
@@ -300,9 +318,11 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       }
     },
     clear(): void {
+      cache[CHANGES]++;
       lru.clear();
       deletions.clear();
       deletions.raise(Date.now());
     },
   };
+  return cache;
 }

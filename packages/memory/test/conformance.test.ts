@@ -5,7 +5,8 @@ describeCacheConformance({
   name: 'memory',
   clock: 'fake',
   // One process's memory: no lock, no push, no replica; it answers synchronously and keeps values
-  // by reference (no roundTrip). Its methods refuse bad arguments with the adapter kit's checks.
+  // by reference (no roundTrip). Its methods refuse bad arguments with the adapter kit's checks, and
+  // it counts its changes (CHANGES).
   capabilities: {
     lock: false,
     extend: false,
@@ -14,6 +15,7 @@ describeCacheConformance({
     roundTrip: false,
     tags: true,
     checksArguments: true,
+    changes: true,
   },
   create: () => createMemoryCache({ max: 1_000 }),
 });

@@ -1,0 +1,92 @@
+// The memory cache counts its changes (CHANGES), so the core answers a burst of stale reads during a
+// refresh from the burst's first read. Any change to the key between two reads of the burst must
+// show at the next read: through the cache's methods, and on an lru it made, directly on `lru`.
+import { getOrComputeWith, invalidateTag, resetStats, stats } from '@stampede/core';
+import { CHANGES } from '@stampede/core/adapter';
+import { LRUCache } from 'lru-cache';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createMemoryCache, type MemoryCache } from '../src/index.js';
+
+const OPTIONS = { ttl: 30_000, staleWhileRevalidate: 300_000, tags: ['t'] };
+
+beforeEach(() => {
+  resetStats();
+  vi.useFakeTimers({ now: 5_000_000 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** `cache` holding 'old' for 'k', stale, its refresh held until `release('new')`. */
+async function staleDuringRefresh(cache: MemoryCache) {
+  await getOrComputeWith(cache, 'k', OPTIONS, () => 'old');
+  vi.advanceTimersByTime(30_001);
+  let release: (value: string) => void = () => {};
+  const held = new Promise<string>((resolve) => {
+    release = resolve;
+  });
+  expect(await getOrComputeWith(cache, 'k', OPTIONS, () => held)).toBe('old');
+  return release;
+}
+
+describe('a burst of stale reads during a refresh, on the memory cache', () => {
+  it('reads the lru for its first read only', async () => {
+    const cache = createMemoryCache();
+    const release = await staleDuringRefresh(cache);
+    const get = vi.spyOn(cache.lru, 'get');
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, () => getOrComputeWith(cache, 'k', OPTIONS, () => 'unused')),
+    );
+    expect(get).toHaveBeenCalledTimes(1);
+    expect(new Set(answers)).toEqual(new Set(['old']));
+    expect(stats().staleHits).toBe(101);
+    release('new');
+  });
+
+  const changes: [string, (cache: MemoryCache) => unknown, string][] = [
+    ['delete', (cache) => cache.delete('k'), 'new'],
+    ['clear', (cache) => cache.clear(), 'new'],
+    // invalidateTag also stops the refresh (it carries the tag): the next call fills afresh.
+    ['invalidateTag', (cache) => invalidateTag(cache, 't'), 'filled'],
+    ['lru.delete, on the lru it made', (cache) => cache.lru.delete('k'), 'new'],
+    ['lru.clear, on the lru it made', (cache) => cache.lru.clear(), 'new'],
+    [
+      'lru.set, on the lru it made',
+      (cache) => {
+        const now = Date.now();
+        cache.lru.set('k', {
+          value: 'direct',
+          createdAt: now,
+          freshUntil: now + 30_000,
+          staleUntil: now + 60_000,
+        });
+      },
+      'direct',
+    ],
+  ];
+  it.each(changes)('sees %s at its next read', async (_name, change, expected) => {
+    const cache = createMemoryCache();
+    const release = await staleDuringRefresh(cache);
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
+    const count = () => (cache as MemoryCache & { [CHANGES]: number })[CHANGES];
+    const before = count();
+    await change(cache);
+    expect(count()).toBeGreaterThan(before);
+    const next = getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
+    release('new');
+    expect(await next).toBe(expected);
+  });
+
+  it('on an lru of the caller own, counts what goes through the cache', async () => {
+    const lru = new LRUCache<string, never>({ max: 100 }) as unknown as NonNullable<
+      Parameters<typeof createMemoryCache>[0]
+    >['lru'];
+    const cache = createMemoryCache({ lru });
+    const release = await staleDuringRefresh(cache);
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
+    cache.delete('k');
+    const next = getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
+    release('new');
+    expect(await next).toBe('new');
+  });
+});
