@@ -80,6 +80,19 @@ async function staleDuringRefresh(cache: Cache, options: object, key = 'k') {
   return { gate, refresh };
 }
 
+/**
+ * A counted cache and `options` (`swr()`, or one typed for a test that changes it) whose stale read of 'k'
+ * is noted on the held refresh: the read that started the refresh, then one more.
+ */
+async function burstNoted<O extends object>(options: O) {
+  const cache = countedCache();
+  const { gate, refresh } = await staleDuringRefresh(cache, options);
+  expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
+  return { cache, options, gate, refresh };
+}
+
+const swr = () => ({ ttl: TTL, staleWhileRevalidate: GRACE });
+
 /** Whether `answer` has settled (after the microtasks queued now have run). */
 async function settled(answer: Promise<unknown>): Promise<boolean> {
   let done = false;
@@ -173,10 +186,7 @@ describe('a burst of stale reads during a refresh', () => {
   it('a refresh superseded while the cache still holds the entry: the next read starts another', async () => {
     // invalidate stops the refresh at once; here the adapter's delete then fails, so the entry (and
     // the count) stay: the next stale read is read afresh, and refreshes again, as with no burst.
-    const cache = countedCache();
-    const options = { ttl: TTL, staleWhileRevalidate: GRACE };
-    const { gate, refresh } = await staleDuringRefresh(cache, options);
-    expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
+    const { cache, options, gate } = await burstNoted(swr());
     cache.delete = () => {
       throw new Error('backend down');
     };
@@ -190,13 +200,10 @@ describe('a burst of stale reads during a refresh', () => {
 
   describe('sees, at its next read, a change to the options object', () => {
     it('a grace taken away: the next call waits for the refresh', async () => {
-      const cache = countedCache();
-      const options: { ttl: number; staleWhileRevalidate: number } = {
-        ttl: TTL,
-        staleWhileRevalidate: GRACE,
-      };
-      const { gate, refresh } = await staleDuringRefresh(cache, options);
-      expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
+      const { cache, options, gate, refresh } = await burstNoted<{
+        ttl: number;
+        staleWhileRevalidate: number;
+      }>(swr());
       options.staleWhileRevalidate = 0;
       const next = getOrComputeWith(cache, 'k', options, refresh);
       expect(await settled(next)).toBe(false);
@@ -225,10 +232,7 @@ describe('a burst of stale reads during a refresh', () => {
         /options\.signal/,
       ],
     ])('%s: the next call is refused, naming it', async (_name, spoil, type, message) => {
-      const cache = countedCache();
-      const options: Record<string, unknown> = { ttl: TTL, staleWhileRevalidate: GRACE };
-      const { gate, refresh } = await staleDuringRefresh(cache, options);
-      expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
+      const { cache, options, gate, refresh } = await burstNoted<Record<string, unknown>>(swr());
       spoil(options);
       const next = getOrComputeWith(cache, 'k', options, refresh);
       await expect(next).rejects.toThrow(type);
@@ -238,13 +242,11 @@ describe('a burst of stale reads during a refresh', () => {
     });
 
     it('an aborted signal added: the next call is rejected with its reason', async () => {
-      const cache = countedCache();
-      const options: { ttl: number; staleWhileRevalidate: number; signal?: AbortSignal } = {
-        ttl: TTL,
-        staleWhileRevalidate: GRACE,
-      };
-      const { gate, refresh } = await staleDuringRefresh(cache, options);
-      expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
+      const { cache, options, gate, refresh } = await burstNoted<{
+        ttl: number;
+        staleWhileRevalidate: number;
+        signal?: AbortSignal;
+      }>(swr());
       options.signal = AbortSignal.abort(new Error('left'));
       await expect(getOrComputeWith(cache, 'k', options, refresh)).rejects.toThrow('left');
       gate.resolve('new');
@@ -253,10 +255,7 @@ describe('a burst of stale reads during a refresh', () => {
   });
 
   it('another options object is judged on its own: a checkValue that refuses the stale value waits', async () => {
-    const cache = countedCache();
-    const options = { ttl: TTL, staleWhileRevalidate: GRACE };
-    const { gate, refresh } = await staleDuringRefresh(cache, options);
-    expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
+    const { cache, options, gate, refresh } = await burstNoted(swr());
     const checked = { ...options, checkValue: (value: unknown) => value !== 'old' };
     const next = getOrComputeWith(cache, 'k', checked, refresh);
     expect(await settled(next)).toBe(false);
@@ -279,10 +278,7 @@ describe('a burst of stale reads during a refresh', () => {
   });
 
   it('a clock set back before the expiry counts the next read a fresh hit, as the full path does', async () => {
-    const cache = countedCache();
-    const options = { ttl: TTL, staleWhileRevalidate: GRACE };
-    const { gate, refresh } = await staleDuringRefresh(cache, options);
-    expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
+    const { cache, options, gate, refresh } = await burstNoted(swr());
     const before = stats();
     vi.setSystemTime(START + TTL - 1);
     expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('old');
