@@ -142,6 +142,13 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   // An lru made here also counts what is changed on it directly (`cache.lru.delete`, an eviction):
   // lru-cache calls `dispose` for every entry it removes or replaces. One given keeps its own
   // options; only what goes through this cache's methods is counted then (see the README).
+  // Raised by every call that may change what a later `get` answers or which entry the lru drops
+  // first (see `CHANGES` in @stampede/core/adapter): every method, a `get` too, since it moves its
+  // entry up the lru's order. While it holds, the core may answer a burst of stale reads during a
+  // refresh from the burst's first read: nothing touched the cache since, so a read would find, and
+  // leave, everything as it is. Kept here, not on the object: a frozen cache still counts, and a copy
+  // (which would hold a number that never moves) gets no count.
+  let changes = 0;
   const lru =
     given ??
     new LRUCache<string, CacheEntry>({
@@ -149,7 +156,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       perf: wallClock,
       ttlResolution: TTL_RESOLUTION_MS,
       dispose: () => {
-        cache[CHANGES]++;
+        changes++;
       },
     });
 
@@ -205,10 +212,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     return false;
   };
 
-  // Raised on every change but by time (see `CHANGES` in @stampede/core/adapter): while it holds,
-  // the core may answer a burst of stale reads during a refresh from the burst's first read.
-  const cache: MemoryCache & { [CHANGES]: number } = {
-    [CHANGES]: 0,
+  const cache: MemoryCache = {
     name,
     lru,
     get size() {
@@ -217,6 +221,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     get(key: string): CacheEntry | undefined {
       // Also on the hit path: lru-cache would answer a number key as a miss, and an empty one too.
       checkCacheKey(key);
+      changes++;
       const entry = lru.get(key, NO_GET_OPTIONS);
       // Untagged entries (the common case) pay one property read.
       if (entry === undefined || entry.tags === undefined || !taggedOut(entry)) return entry;
@@ -228,7 +233,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       checkCacheKey(key);
       checkCacheWrite(given, options);
       const { ttl, direct, renews, afterInvalidations } = options;
-      cache[CHANGES]++;
+      changes++;
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
@@ -296,7 +301,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     },
     delete(key: string): void {
       checkCacheKey(key);
-      cache[CHANGES]++;
+      changes++;
       lru.delete(key);
       deletions.record(key, Date.now());
     },
@@ -305,7 +310,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       checkTagList(tags);
       checkHeardAt(heardAt);
       const at = heardAt ?? Date.now();
-      cache[CHANGES]++;
+      changes++;
       const origin = heardAt === undefined ? ownTimes : heardTimes;
       // A direct write dated just past a record of one of its tags (see `set`) is covered by the
       // next invalidation of any of them, recorded at that date if it is later: `invalidateTag`,
@@ -318,11 +323,12 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       }
     },
     clear(): void {
-      cache[CHANGES]++;
+      changes++;
       lru.clear();
       deletions.clear();
       deletions.raise(Date.now());
     },
   };
+  Object.defineProperty(cache, CHANGES, { get: () => changes, enumerable: false });
   return cache;
 }

@@ -89,4 +89,58 @@ describe('a burst of stale reads during a refresh, on the memory cache', () => {
     release('new');
     expect(await next).toBe('new');
   });
+
+  it('on a frozen cache: writes still count, and the burst still reads once', async () => {
+    const cache = Object.freeze(createMemoryCache());
+    const release = await staleDuringRefresh(cache);
+    const get = vi.spyOn(cache.lru, 'get');
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
+    expect(get).toHaveBeenCalledTimes(1);
+    cache.delete('k');
+    const next = getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
+    release('new');
+    expect(await next).toBe('new');
+  });
+
+  it('on a copy of the cache (its own properties spread), every call reads: the copy has no count', async () => {
+    const cache = { ...createMemoryCache() };
+    expect(CHANGES in cache).toBe(false);
+    const release = await staleDuringRefresh(cache as MemoryCache);
+    const get = vi.spyOn(cache.lru, 'get');
+    for (let i = 0; i < 5; i++)
+      expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
+    expect(get).toHaveBeenCalledTimes(5);
+    cache.delete('k');
+    const next = getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
+    release('new');
+    expect(await next).toBe('new');
+  });
+
+  it("keeps the lru's order as reads would: a key read between other keys' reads is not the one evicted", async () => {
+    // max 3: k (stale, its refresh held and then failing), a and b. Reads of k between reads of a
+    // and b keep k recently used, so writing c evicts a, and k's stale value outlives the failed
+    // refresh, as it does when every call reads.
+    const cache = createMemoryCache({ max: 3 });
+    await getOrComputeWith(cache, 'k', OPTIONS, () => 'old');
+    vi.advanceTimersByTime(30_001);
+    await getOrComputeWith(cache, 'a', OPTIONS, () => 'a');
+    await getOrComputeWith(cache, 'b', OPTIONS, () => 'b');
+    let fail: (error: Error) => void = () => {};
+    const failing = new Promise<string>((_resolve, reject) => {
+      fail = reject;
+    });
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => failing)).toBe('old');
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'unused')).toBe('old');
+    expect(await getOrComputeWith(cache, 'a', OPTIONS, () => 'unused')).toBe('a');
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'unused')).toBe('old');
+    expect(await getOrComputeWith(cache, 'b', OPTIONS, () => 'unused')).toBe('b');
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'unused')).toBe('old');
+    await getOrComputeWith(cache, 'c', OPTIONS, () => 'c');
+    expect([...cache.lru.keys()].sort()).toEqual(['b', 'c', 'k']);
+    fail(new Error('database down'));
+    await vi.advanceTimersByTimeAsync(0);
+    const refill = vi.fn(() => 'refilled');
+    expect(await getOrComputeWith(cache, 'k', OPTIONS, refill)).toBe('old');
+  });
 });
