@@ -72,7 +72,10 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
-/** A stale read a refresh's later readers may be answered from (see {@link Flight.staleRead}). */
+/**
+ * A stale read a refresh's later readers may be answered from (see {@link Flight.staleRead}); the
+ * latest read of its key that could be noted, updated in place.
+ */
 export interface StaleRead {
   /** The flight it was noted on, its key and the cache (the adapter object), and that cache's state. */
   readonly flight: Flight;
@@ -80,13 +83,13 @@ export interface StaleRead {
   readonly cache: object;
   readonly counters: { staleHits: number };
   /** The stale entry served, and the settled promise every read of it is answered with. */
-  readonly entry: CacheEntry;
-  readonly answer: Promise<unknown>;
+  entry: CacheEntry;
+  answer: Promise<unknown>;
   /** The caller's options object, and what it held then. */
-  readonly source: GetOrComputeOptions;
-  readonly snapshot: Remembered;
-  /** The adapter's change count when the entry was read. */
-  readonly changes: number;
+  source: GetOrComputeOptions;
+  snapshot: Remembered;
+  /** The adapter's change count just after the entry was read. */
+  changes: number;
 }
 
 /** How a {@link Flight} is set up. */

@@ -351,13 +351,17 @@ function noteStaleRead(state: CacheState, flight: Flight, entry: CacheEntry, opt
   // What the call just checked its options object against (it was resolved last).
   const snapshot = rememberedFor(options);
   if (snapshot === undefined) return;
+  // Noted again in place: a refresh whose key is read between other keys' calls (each moves the
+  // count) allocates nothing per stale read.
   const known = flight.staleRead;
-  if (
-    known !== undefined &&
-    known.entry === entry &&
-    known.snapshot === snapshot &&
-    known.changes === changes
-  ) {
+  if (known !== undefined) {
+    if (known.entry !== entry) {
+      known.entry = entry;
+      known.answer = settledPromise(entry);
+    }
+    known.source = source;
+    known.snapshot = snapshot;
+    known.changes = changes;
     lastStaleRead = known;
     return;
   }

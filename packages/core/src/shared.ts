@@ -125,10 +125,11 @@ export const LOCAL_TIER_KEY: unique symbol = Symbol.for('@stampede/core/local-ti
 export const TIER_ANSWERS_KEY: unique symbol = Symbol.for('@stampede/core/tier-answers/v1');
 
 /**
- * Under this key an adapter whose `get` answers synchronously may keep a count of its changes: a
- * number it raises on every write, delete, clear or tag invalidation, so that the core may answer
- * a burst of stale reads during a refresh from the first read's entry while the count holds (see
- * `get-or-compute.ts`, staleAgain). Exported to adapters as `CHANGES`.
+ * Under this key an in-process adapter may keep a count of its changes: a number it raises on every
+ * read, write, delete, clear or tag invalidation (a read moves its entry up an lru's order), so that
+ * the core may answer a burst of stale reads during a refresh from the first read's entry while the
+ * count holds: nothing touched the cache since (see `get-or-compute.ts`, staleAgain). Exported to
+ * adapters as `CHANGES`; best a non-enumerable getter (a frozen cache still counts, a copy has none).
  */
 export const CHANGES_KEY: unique symbol = Symbol.for('@stampede/core/changes/v1');
 

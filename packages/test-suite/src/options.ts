@@ -76,10 +76,13 @@ export interface CacheCapabilities {
   checksArguments?: boolean;
   /**
    * The cache keeps a change count under `CHANGES` (from `@stampede/core/adapter`): a number it
-   * raises on every `set`, `delete`, `clear` and `invalidateTags` (and on any other change to what
-   * `get` answers but the passing of time), so that the core may answer a burst of stale reads
-   * during a refresh from the burst's first read while the count holds. Only for a cache whose
-   * entries change through this object alone (in-process memory), never for a shared backend.
+   * raises on every `get`, `set`, `delete`, `clear` and `invalidateTags` (and on any other change to
+   * what `get` answers, or to which entry it would evict first, but the passing of time), so that
+   * the core may answer a burst of stale reads during a refresh from the burst's first read while the
+   * count holds. Only for a cache whose entries change through this object alone (in-process
+   * memory), never for a shared backend. Keep it off the object's own enumerable properties (a
+   * getter defined with `Object.defineProperty`): a copy of the object must not carry a number that
+   * never moves.
    * @default false
    */
   changes?: boolean;

@@ -229,12 +229,14 @@ export function storageCases(ctx: SuiteContext): void {
   });
 
   it.skipIf(!(capabilities.changes ?? false))(
-    'raises its change count on every write, delete, clear and tag invalidation',
+    'raises its change count on every read, write, delete, clear and tag invalidation',
     async () => {
       const cache = ctx.cache() as Counted & { clear?: () => unknown };
       const count = (): number => cache[CHANGES] as number;
       const changes: [string, () => unknown][] = [
         ['set', () => cache.set('changes', entry('v', Date.now(), 60_000), { ttl: 60_000 })],
+        // A read moves its entry up an lru's order: what a later eviction drops.
+        ['get', () => cache.get('changes')],
         ['set again', () => cache.set('changes', entry('w', Date.now() + 1, 60_000), { ttl: 60_000 })],
         ['delete', () => cache.delete('changes')],
       ];
