@@ -92,6 +92,12 @@ export interface StaleRead {
   changes: number;
 }
 
+/**
+ * The stale read noted last (`get-or-compute.ts`, noteStaleRead): a burst's calls find it without
+ * a lookup. Cleared when its flight leaves the registry, so that it keeps no cache or entry alive.
+ */
+export const staleReads: { last: StaleRead | undefined } = { last: undefined };
+
 /** How a {@link Flight} is set up. */
 export interface FlightOptions {
   /** The key being filled. */
@@ -376,7 +382,10 @@ export class Flight {
   /** Removes the flight from its registry, if it is still the one registered for its key. */
   detach(): void {
     // Out of the registry, it is no longer the refresh a stale read may be answered beside.
-    this.staleRead = undefined;
+    if (this.staleRead !== undefined) {
+      if (staleReads.last === this.staleRead) staleReads.last = undefined;
+      this.staleRead = undefined;
+    }
     if (this.registry.get(this.key) === this) this.registry.delete(this.key);
     // A settled flight's work (its write) is over once it leaves the registry.
     if (this.result !== undefined) this.stopPulse();

@@ -11,7 +11,7 @@ import { emit, hasListeners } from './events.js';
 import { capturedFallback, takesEarlyAnswer } from './fail-safe.js';
 import { execute, type FillFn, handOff, startBackgroundFlight, startForegroundFlight } from './fill.js';
 import { insideFillOf, selfWaitError } from './fill-context.js';
-import type { Flight, StaleRead } from './flight.js';
+import { type Flight, type StaleRead, staleReads } from './flight.js';
 import { liveFlight, silentUnproven, timerTurn } from './isolated-flights.js';
 import {
   type FillContext,
@@ -252,7 +252,7 @@ export function getOrComputeWith<T>(
 ): Promise<T> {
   // A burst of stale reads during a refresh: answered from the burst's first read while nothing
   // that read depends on has changed (see staleAgain). The latest noted first, then the key's own.
-  const last = lastStaleRead;
+  const last = staleReads.last;
   if (last !== undefined && last.source === options && last.key === key && last.cache === cache) {
     const again = typeof fill === 'function' ? staleAgain(last) : undefined;
     if (again !== undefined) return again as Promise<T>;
@@ -326,12 +326,9 @@ function staleAgain(noted: StaleRead): Promise<unknown> | undefined {
 
 /** Lets go of a note that no longer answers (the calls that follow skip it), for staleAgain. */
 function forget(noted: StaleRead): undefined {
-  if (lastStaleRead === noted) lastStaleRead = undefined;
+  if (staleReads.last === noted) staleReads.last = undefined;
   return undefined;
 }
-
-// The stale read noted last (see noteStaleRead): a burst's calls find it without a lookup.
-let lastStaleRead: StaleRead | undefined;
 
 /** A cache that may keep a change count (see `CHANGES_KEY`). */
 type Counted = Cache & { readonly [CHANGES_KEY]?: number };
@@ -353,16 +350,18 @@ function noteStaleRead(state: CacheState, flight: Flight, entry: CacheEntry, opt
   if (snapshot === undefined) return;
   // Noted again in place: a refresh whose key is read between other keys' calls (each moves the
   // count) allocates nothing per stale read.
+  // Only an entry that keeps its settled promise: a read of a frozen one makes a new promise each
+  // time, and so must the calls answered from it.
+  const answer = settledPromise(entry);
+  if ((entry as CacheEntry & { [SETTLED]?: Promise<unknown> })[SETTLED] !== answer) return;
   const known = flight.staleRead;
   if (known !== undefined) {
-    if (known.entry !== entry) {
-      known.entry = entry;
-      known.answer = settledPromise(entry);
-    }
+    known.entry = entry;
+    known.answer = answer;
     known.source = source;
     known.snapshot = snapshot;
     known.changes = changes;
-    lastStaleRead = known;
+    staleReads.last = known;
     return;
   }
   const noted: StaleRead = {
@@ -371,13 +370,13 @@ function noteStaleRead(state: CacheState, flight: Flight, entry: CacheEntry, opt
     cache: state.cache,
     counters: state.counters,
     entry,
-    answer: settledPromise(entry),
+    answer,
     source,
     snapshot,
     changes,
   };
   flight.staleRead = noted;
-  lastStaleRead = noted;
+  staleReads.last = noted;
 }
 
 /**

@@ -5,6 +5,7 @@
 // trusted under them, so every judgement of time here is the real clock's, at exact instants.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CHANGES } from '../src/adapter.js';
+import { staleReads } from '../src/flight.js';
 import {
   type Cache,
   type CacheEntry,
@@ -307,5 +308,35 @@ describe('a burst of stale reads during a refresh', () => {
     expect(fill).toHaveBeenCalledTimes(1);
     cache.writesHeld?.();
     await flush();
+  });
+
+  it('an entry that keeps no settled promise (frozen) is answered with a new promise each call, as a read is', async () => {
+    const cache = countedCache();
+    const options = swr();
+    const now = Date.now();
+    await cache.set(
+      'k',
+      Object.freeze({ value: 'old', createdAt: now - TTL - 1, freshUntil: now - 1, staleUntil: now + GRACE }),
+      {
+        ttl: undefined,
+      },
+    );
+    const gate = deferred<string>();
+    const answers = Array.from({ length: 4 }, () =>
+      getOrComputeWith(cache, 'k', options, () => gate.promise),
+    );
+    expect(new Set(answers).size).toBe(4);
+    expect(await Promise.all(answers)).toEqual(['old', 'old', 'old', 'old']);
+    gate.resolve('new');
+    await flush();
+  });
+
+  it('lets go of the note once its refresh has left the registry (it keeps no cache or entry alive)', async () => {
+    const { gate, refresh, cache, options } = await burstNoted(swr());
+    expect(staleReads.last?.cache).toBe(cache);
+    gate.resolve('new');
+    await flush();
+    expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('new');
+    expect(staleReads.last).toBeUndefined();
   });
 });

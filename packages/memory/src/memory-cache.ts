@@ -147,8 +147,14 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   // entry up the lru's order. While it holds, the core may answer a burst of stale reads during a
   // refresh from the burst's first read: nothing touched the cache since, so a read would find, and
   // leave, everything as it is. Kept here, not on the object: a frozen cache still counts, and a copy
-  // (which would hold a number that never moves) gets no count.
-  let changes = 0;
+  // (which would hold a number that never moves) gets no count. One count per lru: caches made on
+  // one given lru count each other's calls.
+  let count = given === undefined ? undefined : lruCounts.get(given);
+  if (count === undefined) {
+    count = { n: 0 };
+    if (given !== undefined) lruCounts.set(given, count);
+  }
+  const changes = count;
   const lru =
     given ??
     new LRUCache<string, CacheEntry>({
@@ -156,7 +162,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       perf: wallClock,
       ttlResolution: TTL_RESOLUTION_MS,
       dispose: () => {
-        changes++;
+        changes.n++;
       },
     });
 
@@ -221,7 +227,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     get(key: string): CacheEntry | undefined {
       // Also on the hit path: lru-cache would answer a number key as a miss, and an empty one too.
       checkCacheKey(key);
-      changes++;
+      changes.n++;
       const entry = lru.get(key, NO_GET_OPTIONS);
       // Untagged entries (the common case) pay one property read.
       if (entry === undefined || entry.tags === undefined || !taggedOut(entry)) return entry;
@@ -233,7 +239,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       checkCacheKey(key);
       checkCacheWrite(given, options);
       const { ttl, direct, renews, afterInvalidations } = options;
-      changes++;
+      changes.n++;
       let entry = given;
       // A direct write (setValue) comes after every delete its caller knows of: only fills are
       // refused by a delete newer than their start.
@@ -301,7 +307,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
     },
     delete(key: string): void {
       checkCacheKey(key);
-      changes++;
+      changes.n++;
       lru.delete(key);
       deletions.record(key, Date.now());
     },
@@ -310,7 +316,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       checkTagList(tags);
       checkHeardAt(heardAt);
       const at = heardAt ?? Date.now();
-      changes++;
+      changes.n++;
       const origin = heardAt === undefined ? ownTimes : heardTimes;
       // A direct write dated just past a record of one of its tags (see `set`) is covered by the
       // next invalidation of any of them, recorded at that date if it is later: `invalidateTag`,
@@ -323,12 +329,25 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       }
     },
     clear(): void {
-      changes++;
+      changes.n++;
       lru.clear();
       deletions.clear();
       deletions.raise(Date.now());
     },
   };
-  Object.defineProperty(cache, CHANGES, { get: () => changes, enumerable: false });
+  // No count where a skipped read would differ from one: an lru that restarts an entry's TTL on
+  // every read (`updateAgeOnGet`), or an object that inherits this cache but answers `get` its own
+  // way (`Object.create(cache)` with a `get` of its own: the getter sees it as `this`).
+  const ownGet = cache.get;
+  const counted = lru.updateAgeOnGet !== true;
+  Object.defineProperty(cache, CHANGES, {
+    get(this: MemoryCache): number | undefined {
+      return counted && this.get === ownGet ? changes.n : undefined;
+    },
+    enumerable: false,
+  });
   return cache;
 }
+
+// The change count of each given lru, shared by every cache made on it (see `changes`).
+const lruCounts = new WeakMap<LRUCache<string, CacheEntry>, { n: number }>();

@@ -1,7 +1,7 @@
 // The memory cache counts its changes (CHANGES), so the core answers a burst of stale reads during a
 // refresh from the burst's first read. Any change to the key between two reads of the burst must
 // show at the next read: through the cache's methods, and on an lru it made, directly on `lru`.
-import { getOrComputeWith, invalidateTag, resetStats, stats } from '@stampede/core';
+import { getOrComputeWith, invalidateTag, resetStats, setValue, stats } from '@stampede/core';
 import { CHANGES } from '@stampede/core/adapter';
 import { LRUCache } from 'lru-cache';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -142,5 +142,53 @@ describe('a burst of stale reads during a refresh, on the memory cache', () => {
     await vi.advanceTimersByTimeAsync(0);
     const refill = vi.fn(() => 'refilled');
     expect(await getOrComputeWith(cache, 'k', OPTIONS, refill)).toBe('old');
+  });
+
+  it('two caches on one given lru count each other: a write through one is read through the other', async () => {
+    const lru = new LRUCache<string, never>({ max: 100 }) as unknown as NonNullable<
+      Parameters<typeof createMemoryCache>[0]
+    >['lru'];
+    const a = createMemoryCache({ lru });
+    const b = createMemoryCache({ lru });
+    const release = await staleDuringRefresh(a);
+    expect(await getOrComputeWith(a, 'k', OPTIONS, () => 'filled')).toBe('old');
+    await setValue(b, 'k', 'written through b', { ttl: 30_000 });
+    expect(await getOrComputeWith(a, 'k', OPTIONS, () => 'filled')).toBe('written through b');
+    release('new');
+  });
+
+  it('an object inheriting the cache with a get of its own has no count, and every call reads through it', async () => {
+    const cache = createMemoryCache();
+    const copies = Object.create(cache) as MemoryCache;
+    copies.get = (key: string) => {
+      const entry = cache.get(key);
+      return entry === undefined ? undefined : { ...entry, value: { ...(entry.value as object) } };
+    };
+    expect((copies as MemoryCache & { [CHANGES]?: number })[CHANGES]).toBeUndefined();
+    await getOrComputeWith(copies, 'k', OPTIONS, () => ({ n: 1 }));
+    vi.advanceTimersByTime(30_001);
+    let release: (value: { n: number }) => void = () => {};
+    const held = new Promise<{ n: number }>((resolve) => {
+      release = resolve;
+    });
+    const first = await getOrComputeWith(copies, 'k', OPTIONS, () => held);
+    const second = await getOrComputeWith(copies, 'k', OPTIONS, () => held);
+    const third = await getOrComputeWith(copies, 'k', OPTIONS, () => held);
+    expect([first, second, third]).toEqual([{ n: 1 }, { n: 1 }, { n: 1 }]);
+    expect(second).not.toBe(third);
+    release({ n: 2 });
+  });
+
+  it('an lru that restarts TTLs on reads (updateAgeOnGet) has no count: every call reads', async () => {
+    const lru = new LRUCache<string, never>({ max: 100, updateAgeOnGet: true }) as unknown as NonNullable<
+      Parameters<typeof createMemoryCache>[0]
+    >['lru'];
+    const cache = createMemoryCache({ lru });
+    expect((cache as MemoryCache & { [CHANGES]?: number })[CHANGES]).toBeUndefined();
+    const release = await staleDuringRefresh(cache);
+    const get = vi.spyOn(cache.lru, 'get');
+    for (let i = 0; i < 3; i++) await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
+    expect(get).toHaveBeenCalledTimes(3);
+    release('new');
   });
 });
