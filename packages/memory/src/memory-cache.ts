@@ -165,6 +165,12 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
         changes.n++;
       },
     });
+  // On the lru made here, every public method a caller may use directly counts too (a read moves
+  // the order, a new key may evict, a new TTL may drop an entry): the cache's own calls count
+  // twice, which only moves the number further.
+  // The cache's own reads call lru-cache's `get` itself: the hit path pays no wrapper.
+  const lruGet = lru.get;
+  if (given === undefined) countDirectCalls(lru, changes);
 
   // When each key was last deleted, so a fill that started before the delete (and writes after it)
   // cannot bring the old value back. Bounded like the cache; a record pushed out raises its floor,
@@ -228,7 +234,7 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       // Also on the hit path: lru-cache would answer a number key as a miss, and an empty one too.
       checkCacheKey(key);
       changes.n++;
-      const entry = lru.get(key, NO_GET_OPTIONS);
+      const entry = lruGet.call(lru, key, NO_GET_OPTIONS);
       // Untagged entries (the common case) pay one property read.
       if (entry === undefined || entry.tags === undefined || !taggedOut(entry)) return entry;
       lru.delete(key);
@@ -348,6 +354,40 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
   });
   return cache;
 }
+
+/** Wraps `lru`'s public methods that read or change entries so that each call raises `count`. */
+function countDirectCalls(lru: LRUCache<string, CacheEntry>, count: { n: number }): void {
+  const methods = lru as unknown as Record<string, (...args: unknown[]) => unknown>;
+  for (const name of COUNTED_METHODS) {
+    const method = methods[name];
+    if (typeof method !== 'function') continue;
+    Object.defineProperty(lru, name, {
+      value(this: unknown, ...args: unknown[]): unknown {
+        count.n++;
+        return method.apply(this, args);
+      },
+      writable: true,
+      configurable: true,
+      enumerable: false,
+    });
+  }
+}
+
+// lru-cache's methods that move an entry, add, change or drop one (peek, the iterators and `info`
+// change nothing).
+const COUNTED_METHODS = [
+  'get',
+  'set',
+  'delete',
+  'clear',
+  'has',
+  'pop',
+  'purgeStale',
+  'load',
+  'fetch',
+  'forceFetch',
+  'memo',
+];
 
 // The change count of each given lru, shared by every cache made on it (see `changes`).
 const lruCounts = new WeakMap<LRUCache<string, CacheEntry>, { n: number }>();

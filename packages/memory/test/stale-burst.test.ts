@@ -17,6 +17,9 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/** The cache's change count: it moves by one for each read the cache makes. */
+const countOf = (cache: MemoryCache): number => (cache as MemoryCache & { [CHANGES]: number })[CHANGES];
+
 /** `cache` holding 'old' for 'k', stale, its refresh held until `release('new')`. */
 async function staleDuringRefresh(cache: MemoryCache) {
   await getOrComputeWith(cache, 'k', OPTIONS, () => 'old');
@@ -33,11 +36,11 @@ describe('a burst of stale reads during a refresh, on the memory cache', () => {
   it('reads the lru for its first read only', async () => {
     const cache = createMemoryCache();
     const release = await staleDuringRefresh(cache);
-    const get = vi.spyOn(cache.lru, 'get');
+    const before = countOf(cache);
     const answers = await Promise.all(
       Array.from({ length: 100 }, () => getOrComputeWith(cache, 'k', OPTIONS, () => 'unused')),
     );
-    expect(get).toHaveBeenCalledTimes(1);
+    expect(countOf(cache) - before).toBe(1);
     expect(new Set(answers)).toEqual(new Set(['old']));
     expect(stats().staleHits).toBe(101);
     release('new');
@@ -93,10 +96,10 @@ describe('a burst of stale reads during a refresh, on the memory cache', () => {
   it('on a frozen cache: writes still count, and the burst still reads once', async () => {
     const cache = Object.freeze(createMemoryCache());
     const release = await staleDuringRefresh(cache);
-    const get = vi.spyOn(cache.lru, 'get');
+    const before = countOf(cache);
     expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
     expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
-    expect(get).toHaveBeenCalledTimes(1);
+    expect(countOf(cache) - before).toBe(1);
     cache.delete('k');
     const next = getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
     release('new');
@@ -104,13 +107,15 @@ describe('a burst of stale reads during a refresh, on the memory cache', () => {
   });
 
   it('on a copy of the cache (its own properties spread), every call reads: the copy has no count', async () => {
-    const cache = { ...createMemoryCache() };
+    const original = createMemoryCache();
+    const cache = { ...original };
     expect(CHANGES in cache).toBe(false);
     const release = await staleDuringRefresh(cache as MemoryCache);
-    const get = vi.spyOn(cache.lru, 'get');
+    // The copy's methods are the original's: its reads move the original's count.
+    const before = countOf(original);
     for (let i = 0; i < 5; i++)
       expect(await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled')).toBe('old');
-    expect(get).toHaveBeenCalledTimes(5);
+    expect(countOf(original) - before).toBe(5);
     cache.delete('k');
     const next = getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
     release('new');
@@ -183,12 +188,37 @@ describe('a burst of stale reads during a refresh, on the memory cache', () => {
     const lru = new LRUCache<string, never>({ max: 100, updateAgeOnGet: true }) as unknown as NonNullable<
       Parameters<typeof createMemoryCache>[0]
     >['lru'];
+    const get = vi.spyOn(lru as NonNullable<typeof lru>, 'get');
     const cache = createMemoryCache({ lru });
     expect((cache as MemoryCache & { [CHANGES]?: number })[CHANGES]).toBeUndefined();
     const release = await staleDuringRefresh(cache);
-    const get = vi.spyOn(cache.lru, 'get');
+    get.mockClear();
     for (let i = 0; i < 3; i++) await getOrComputeWith(cache, 'k', OPTIONS, () => 'filled');
     expect(get).toHaveBeenCalledTimes(3);
     release('new');
+  });
+
+  it('on the lru it makes, counts every direct call that reads or changes entries', () => {
+    const cache = createMemoryCache();
+    const now = Date.now();
+    const entry = { value: 1, createdAt: now, freshUntil: now + 1_000, staleUntil: now + 2_000 };
+    const direct: [string, () => unknown][] = [
+      ['set of a new key', () => cache.lru.set('x', entry)],
+      ['get', () => cache.lru.get('x')],
+      ['set with a new ttl', () => cache.lru.set('x', entry, { ttl: 1 })],
+      ['has', () => cache.lru.has('x')],
+      ['pop', () => cache.lru.pop()],
+      ['purgeStale', () => cache.lru.purgeStale()],
+    ];
+    for (const [name, call] of direct) {
+      const before = countOf(cache);
+      call();
+      expect(countOf(cache), name).toBeGreaterThan(before);
+    }
+    // What changes nothing is not counted.
+    const before = countOf(cache);
+    cache.lru.peek('x');
+    [...cache.lru.keys()];
+    expect(countOf(cache)).toBe(before);
   });
 });
