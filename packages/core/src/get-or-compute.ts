@@ -251,19 +251,18 @@ export function getOrComputeWith<T>(
   fill: (context: FillContext) => T | Promise<T>,
 ): Promise<T> {
   // A burst of stale reads during a refresh: answered from the burst's first read while nothing
-  // that read depends on has changed (see staleAgain). The latest noted first, then the key's own.
+  // that read depends on has changed (see staleAgain). The latest note first, then the key's own.
+  const known = cache == null ? undefined : (cache as Stateful)[STATE];
   const last = staleReads.last;
-  if (last !== undefined && last.source === options && last.key === key && last.cache === cache) {
-    const again = typeof fill === 'function' ? staleAgain(last) : undefined;
+  const noted =
+    last !== undefined && last.key === key && last.cache === cache
+      ? last
+      : known !== undefined && known.flights.size !== 0
+        ? known.flights.get(key)?.staleRead
+        : undefined;
+  if (noted !== undefined && noted.source === options && typeof fill === 'function') {
+    const again = staleAgain(noted);
     if (again !== undefined) return again as Promise<T>;
-  } else {
-    const known = cache == null ? undefined : (cache as Stateful)[STATE];
-    const noted =
-      known !== undefined && known.flights.size !== 0 ? known.flights.get(key)?.staleRead : undefined;
-    if (noted !== undefined && noted.source === options && typeof fill === 'function') {
-      const again = staleAgain(noted);
-      if (again !== undefined) return again as Promise<T>;
-    }
   }
   let state: CacheState;
   let resolved: ResolvedOptions;
@@ -271,7 +270,7 @@ export function getOrComputeWith<T>(
     checkKey(key);
     resolved = resolveOptionsOnce(options);
     checkFill(fill);
-    state = stateOf(cache);
+    state = known ?? stateOf(cache);
   } catch (error) {
     return Promise.reject(error);
   }
