@@ -139,37 +139,23 @@ export function createMemoryCache(options: MemoryCacheOptions = {}): MemoryCache
       `options.max must be a positive integer up to ${MAX_ENTRIES} (lru-cache allocates every slot up front, about 44 bytes each); got ${String(max)}. For more entries, pass an LRUCache of your own as options.lru`,
     );
   }
-  // An lru made here also counts what is changed on it directly (`cache.lru.delete`, an eviction):
-  // lru-cache calls `dispose` for every entry it removes or replaces. One given keeps its own
-  // options; only what goes through this cache's methods is counted then (see the README).
-  // Raised by every call that may change what a later `get` answers or which entry the lru drops
-  // first (see `CHANGES` in @stampede/core/adapter): every method, a `get` too, since it moves its
-  // entry up the lru's order. While it holds, the core may answer a burst of stale reads during a
-  // refresh from the burst's first read: nothing touched the cache since, so a read would find, and
-  // leave, everything as it is. Kept here, not on the object: a frozen cache still counts, and a copy
-  // (which would hold a number that never moves) gets no count. One count per lru: caches made on
-  // one given lru count each other's calls.
-  let count = given === undefined ? undefined : lruCounts.get(given);
-  if (count === undefined) {
-    count = { n: 0 };
-    if (given !== undefined) lruCounts.set(given, count);
-  }
-  const changes = count;
+  // The change count (see `CHANGES` in @stampede/core/adapter), raised by every call that may change
+  // what a later `get` answers or which entry the lru drops first: every method, a `get` too, since
+  // it moves its entry up the lru's order. While it holds, the core may answer a burst of stale reads
+  // during a refresh from the burst's first read: nothing touched the cache since, so a read would
+  // find, and leave, everything as it is. Kept here, not on the object: a frozen cache still counts,
+  // and a copy (which would hold a number that never moves) gets no count. One count per lru: caches
+  // made on one given lru count each other's calls.
+  const changes = (given === undefined ? undefined : lruCounts.get(given)) ?? { n: 0 };
+  if (given !== undefined) lruCounts.set(given, changes);
   const lru =
-    given ??
-    new LRUCache<string, CacheEntry>({
-      max,
-      perf: wallClock,
-      ttlResolution: TTL_RESOLUTION_MS,
-      dispose: () => {
-        changes.n++;
-      },
-    });
-  // On the lru made here, every public method a caller may use directly counts too (a read moves
-  // the order, a new key may evict, a new TTL may drop an entry): the cache's own calls count
-  // twice, which only moves the number further.
+    given ?? new LRUCache<string, CacheEntry>({ max, perf: wallClock, ttlResolution: TTL_RESOLUTION_MS });
   // The cache's own reads call lru-cache's `get` itself: the hit path pays no wrapper.
   const lruGet = lru.get;
+  // On the lru made here, every public method a caller may use directly counts too (a read moves the
+  // order, a new key may evict, a new TTL may drop an entry; every removal happens inside one of
+  // them). The cache's own writes count twice, which only moves the number further. An lru given
+  // keeps its own methods: only what goes through this cache is counted then (see the README).
   if (given === undefined) countDirectCalls(lru, changes);
 
   // When each key was last deleted, so a fill that started before the delete (and writes after it)
