@@ -16,6 +16,7 @@ export {
 } from './processes.js';
 export { type RedisServer, randomPrefix, startRedisServer, testRedis } from './redis-server.js';
 export { describeValue, NOT_STORABLE, SERIALIZER_TABLE } from './serializer-table.js';
+export { hasFastProperties } from './v8.js';
 export {
   type Deferred,
   deferred,
