@@ -14,6 +14,8 @@ import {
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
+  defineFillLockMembers,
+  type FillLockMembers,
   parseRedisProtocolOptions,
   pushWakeUpMembers,
   type RedisProtocolCacheMembers,
@@ -195,8 +197,6 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
   const notifier = createNotifier(lockClient, prefix, operations, (message) =>
     cache.decodeAnnouncement(message),
   );
-  const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
-  const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
   // A closed client gets no commands (they would only fail) and no subscriber.
   if (client.isOpen) {
     void cache.warmUp();
@@ -204,7 +204,8 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
   }
   const channel = busChannel(prefix);
 
-  const nodeRedisCache: NodeRedisCache = {
+  // The fill-lock members are added by defineFillLockMembers (accessors kept out of the literal).
+  const nodeRedisCache = {
     name,
     prefix,
     client,
@@ -213,12 +214,6 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
     set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
-    get tryAcquireFillLock() {
-      return cache.lockUsable ? tryAcquireFillLock : undefined;
-    },
-    get tryAcquireFillLockAndRead() {
-      return cache.lockUsable ? tryAcquireFillLockAndRead : undefined;
-    },
     invalidateTags: (tags) => cache.invalidateTags(tags),
     ...pushWakeUpMembers(pushWakeUp, notifier),
     bus: {
@@ -241,6 +236,6 @@ export function createNodeRedisCache(options: NodeRedisCacheOptions): NodeRedisC
       await whenIdle(nodeRedisCache, options);
       notifier.close();
     },
-  };
-  return nodeRedisCache;
+  } satisfies Omit<NodeRedisCache, keyof FillLockMembers>;
+  return defineFillLockMembers(nodeRedisCache, cache);
 }

@@ -11,7 +11,7 @@ import {
 } from '@stampede/core';
 import { createMemoryCache } from '@stampede/memory';
 import { TIME_SCRIPT } from '@stampede/redis-protocol';
-import { randomPrefix, runToExit, testRedis, waitFor } from '@stampede/test-support';
+import { hasFastProperties, randomPrefix, runToExit, testRedis, waitFor } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,6 +45,24 @@ async function namedClient() {
 }
 
 describe('the fill lock', () => {
+  it('is reached on a cache object V8 keeps in fast mode, for every cache made', async () => {
+    // The fill-lock members are accessors every cache shares (defineFillLockMembers): written in
+    // the literal, or as a closure per cache, they kept the object in dictionary mode.
+    const client = await connectedClient();
+    const prefix = randomPrefix('node-redis-fast');
+    const caches = [1, 2, 3].map(() => createNodeRedisCache({ client, prefix }));
+    try {
+      expect(caches.map((cache) => hasFastProperties(cache))).toEqual([true, true, true]);
+      const lock = await caches[1]?.tryAcquireFillLock?.('k', 2_000);
+      expect(lock).toBeDefined();
+      await lock?.release('failed');
+    } finally {
+      await Promise.all(caches.map((cache) => cache.close()));
+      await deletePrefixWith(client, prefix);
+      await client.close();
+    }
+  });
+
   // node-redis's encoder threw on the missing argument where no caller could catch it: the process
   // ended with an uncaught TypeError.
   it('refuses a release with no outcome (a TypeError), and leaves the lock to a good release', async () => {

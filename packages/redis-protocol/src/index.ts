@@ -80,6 +80,7 @@ export {
   type WriteGuardArgs,
   writeGuardArgs,
 } from './layout.js';
+export { defineFillLockMembers, type FillLockMembers } from './lock-members.js';
 export {
   createOperationRunner,
   isMovedReply,

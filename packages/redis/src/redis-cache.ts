@@ -15,6 +15,8 @@ import {
 import {
   busChannel,
   createRedisProtocolCache,
+  defineFillLockMembers,
+  type FillLockMembers,
   parseRedisProtocolOptions,
   prefixPinsSlot,
   pushWakeUpMembers,
@@ -183,8 +185,6 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
   warnReplicaReads(client, name, remotePrefix);
   const notifier = createNotifier(context, (message) => cache.decodeAnnouncement(message));
   const channel = busChannel(remotePrefix);
-  const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
-  const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
   let warm = false;
   const warmUp = (): void => {
     warm = true;
@@ -197,7 +197,8 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
   // first use then, not as it is created.
   if (client.status !== 'wait') warmUp();
 
-  const redisCache: RedisCache = {
+  // The fill-lock members are added by defineFillLockMembers (accessors kept out of the literal).
+  const redisCache = {
     name,
     prefix,
     client,
@@ -215,12 +216,6 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       return cache.delete(key);
     },
     roundTrip: (value) => cache.roundTrip(value),
-    get tryAcquireFillLock() {
-      return cache.lockUsable ? tryAcquireFillLock : undefined;
-    },
-    get tryAcquireFillLockAndRead() {
-      return cache.lockUsable ? tryAcquireFillLockAndRead : undefined;
-    },
     invalidateTags(tags) {
       if (!warm) warmUp();
       return cache.invalidateTags(tags);
@@ -246,8 +241,8 @@ export function createRedisCache(options: RedisCacheOptions): RedisCache {
       await whenIdle(redisCache, options);
       await notifier.close();
     },
-  };
-  return redisCache;
+  } satisfies Omit<RedisCache, keyof FillLockMembers>;
+  return defineFillLockMembers(redisCache, cache);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { hasFastProperties } from '@stampede/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRedisCache, isRedisCacheError, RedisCacheError } from '../src/index.js';
@@ -17,6 +18,18 @@ describe('createRedisCache options', () => {
     expect(cache.client).toBe(client);
     expect(typeof cache.tryAcquireFillLock).toBe('function');
     expect(typeof cache.onFillDone).toBe('function');
+  });
+
+  it('makes every cache object in V8 fast mode (no hash lookup to reach its methods)', () => {
+    // The fill-lock members are accessors every cache shares (defineFillLockMembers): written in
+    // the literal, or as a closure per cache, they kept the object in dictionary mode.
+    const caches = [createRedisCache({ client }), createRedisCache({ client }), createRedisCache({ client })];
+    expect(caches.map((cache) => hasFastProperties(cache))).toEqual([true, true, true]);
+    expect(caches.map((cache) => typeof cache.tryAcquireFillLockAndRead)).toEqual([
+      'function',
+      'function',
+      'function',
+    ]);
   });
 
   it('rejects bad options, naming the field', () => {

@@ -14,6 +14,8 @@ import {
   createOperationRunner,
   createRedisProtocolCache,
   createRedisProtocolContext,
+  defineFillLockMembers,
+  type FillLockMembers,
   parseRedisProtocolOptions,
   type RedisProtocolCacheMembers,
   remoteKeys,
@@ -202,15 +204,14 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     lockClient === client ? undefined : protocolClient(lockClient),
   );
   const cache = createRedisProtocolCache(context, { serializer, tombstoneTtl, createError });
-  const tryAcquireFillLock = (key: string, ttl: number) => cache.tryAcquireFillLock(key, ttl);
-  const tryAcquireFillLockAndRead = (key: string, ttl: number) => cache.tryAcquireFillLockAndRead(key, ttl);
   const decode = (message: unknown) => cache.decodeAnnouncement(message);
   // The first herd after a start should run like a warm one: the client's first request (loading
   // the runtime's fetch, opening its connection) goes out now, as the clock's first measurement.
   // Not on Cloudflare Workers, where a cache is made at global scope and I/O there is refused.
   if (!runsIsolatedRequests()) cache.prime();
 
-  return {
+  // The fill-lock members are added by defineFillLockMembers (accessors kept out of the literal).
+  const upstashCache = {
     name,
     prefix,
     client,
@@ -219,12 +220,6 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
     set: (key, entry, setOptions) => cache.set(key, entry, setOptions),
     delete: (key) => cache.delete(key),
     roundTrip: (value) => cache.roundTrip(value),
-    get tryAcquireFillLock() {
-      return cache.lockUsable ? tryAcquireFillLock : undefined;
-    },
-    get tryAcquireFillLockAndRead() {
-      return cache.lockUsable ? tryAcquireFillLockAndRead : undefined;
-    },
     invalidateTags: (tags) => cache.invalidateTags(tags),
     onFillDone(key, listener, ready) {
       checkFillDoneArguments(key, listener, ready);
@@ -232,5 +227,6 @@ export function createUpstashCache(options: UpstashCacheOptions): UpstashCache {
       return listenForFillDone(lockClient, remoteKeys(prefix, key).channel, listener, ready, decode);
     },
     bus: createUpstashBus(lockClient, busChannel(prefix), operations, busLiveness),
-  };
+  } satisfies Omit<UpstashCache, keyof FillLockMembers>;
+  return defineFillLockMembers(upstashCache, cache);
 }

@@ -1,3 +1,4 @@
+import { hasFastProperties } from '@stampede/test-support';
 import { Redis } from '@upstash/redis';
 import { describe, expect, it, vi } from 'vitest';
 import { createUpstashCache, type UpstashCacheOptions } from '../src/index.js';
@@ -10,6 +11,22 @@ function create(options: unknown) {
 }
 
 describe('createUpstashCache options', () => {
+  it('makes every cache object in V8 fast mode (no hash lookup to reach its methods)', () => {
+    // The fill-lock members are accessors every cache shares (defineFillLockMembers): written in
+    // the literal, or as a closure per cache, they kept the object in dictionary mode.
+    const caches = [
+      createUpstashCache({ client }),
+      createUpstashCache({ client }),
+      createUpstashCache({ client }),
+    ];
+    expect(caches.map((cache) => hasFastProperties(cache))).toEqual([true, true, true]);
+    expect(caches.map((cache) => typeof cache.tryAcquireFillLock)).toEqual([
+      'function',
+      'function',
+      'function',
+    ]);
+  });
+
   it('needs an options object with a client', () => {
     expect(create(undefined)).toThrow(TypeError);
     expect(create({})).toThrow(/options\.client is required/);
