@@ -925,6 +925,17 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   // The lock members follow the remote's own at every look, not only at creation: a remote that
   // withdraws its lock (a Redis user refused scripts) answers `undefined` from then on, and so does
   // this cache, instead of calling a lock that can no longer be taken.
+  // The live members are accessors every tiered cache shares (see TieredLive), reading this one's.
+  const live: TieredLive = {
+    remote,
+    localTier: () => {
+      if (closed) return undefined;
+      if (!deaf) return local;
+      localTierWithheld = true;
+      return undefined;
+    },
+  };
+  Object.defineProperty(cache, LIVE, { value: live });
   if (remote.tryAcquireFillLock !== undefined) {
     const tryAcquireFillLock = (key: string, ttl: number): MaybePromise<FillLock | undefined> =>
       locking(
@@ -934,10 +945,8 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
         () => remote.tryAcquireFillLock?.(key, ttl),
         (held) => tiedLock(key, held),
       );
-    Object.defineProperty(cache, 'tryAcquireFillLock', {
-      get: () => (remote.tryAcquireFillLock === undefined ? undefined : tryAcquireFillLock),
-      enumerable: true,
-    });
+    live.tryAcquireFillLock = tryAcquireFillLock;
+    Object.defineProperty(cache, 'tryAcquireFillLock', { get: tryAcquireFillLockOf, enumerable: true });
     if (remote.tryAcquireFillLockAndRead !== undefined) {
       const tryAcquireFillLockAndRead = (key: string, ttl: number): MaybePromise<FillLockAttempt> =>
         locking(
@@ -948,8 +957,9 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
             (remote.tryAcquireFillLockAndRead as NonNullable<Cache['tryAcquireFillLockAndRead']>)(key, ttl),
           (attempt) => ({ ...attempt, lock: tiedLock(key, attempt.lock) }),
         );
+      live.tryAcquireFillLockAndRead = tryAcquireFillLockAndRead;
       Object.defineProperty(cache, 'tryAcquireFillLockAndRead', {
-        get: () => (remote.tryAcquireFillLockAndRead === undefined ? undefined : tryAcquireFillLockAndRead),
+        get: tryAcquireFillLockAndReadOf,
         enumerable: true,
       });
     }
@@ -976,17 +986,40 @@ export function createTieredCache(options: TieredCacheOptions): TieredCache {
   }
   // The core's hit path reads fresh L1 copies straight from `local` (see `CacheState.localTier`).
   // Not while deaf to the bus: the state made then gets it when the bus recovers.
-  Object.defineProperty(cache, LOCAL_TIER_KEY, {
-    get: () => {
-      if (closed) return undefined;
-      if (!deaf) return local;
-      localTierWithheld = true;
-      return undefined;
-    },
-    enumerable: false,
-  });
+  Object.defineProperty(cache, LOCAL_TIER_KEY, { get: localTierOf, enumerable: false });
   Object.defineProperty(cache, TIER_ANSWERS_KEY, { value: answeredBy, enumerable: false });
   localTiers.set(local, claim);
   self = cache;
   return cache;
+}
+
+// A tiered cache's live members (its lock members, which follow the remote's, and the local tier the
+// core's hit path reads) are accessors every tiered cache shares, reading the cache's own state from
+// a slot of its own. An accessor made per cache (a closure) would put every tiered cache after the
+// first in V8's dictionary mode, where each read of its methods is a hash lookup.
+const LIVE = Symbol('@stampede/core/tiered-live');
+
+/** What the shared accessors of a tiered cache read. */
+interface TieredLive {
+  readonly remote: Cache;
+  /** The local tier while the core may read it directly (see `CacheState.localTier`). */
+  readonly localTier: () => Cache | undefined;
+  tryAcquireFillLock?: (key: string, ttl: number) => MaybePromise<FillLock | undefined>;
+  tryAcquireFillLockAndRead?: (key: string, ttl: number) => MaybePromise<FillLockAttempt>;
+}
+
+type WithLive = { readonly [LIVE]?: TieredLive };
+
+function tryAcquireFillLockOf(this: WithLive): TieredLive['tryAcquireFillLock'] {
+  const live = this[LIVE];
+  return live?.remote.tryAcquireFillLock === undefined ? undefined : live.tryAcquireFillLock;
+}
+
+function tryAcquireFillLockAndReadOf(this: WithLive): TieredLive['tryAcquireFillLockAndRead'] {
+  const live = this[LIVE];
+  return live?.remote.tryAcquireFillLockAndRead === undefined ? undefined : live.tryAcquireFillLockAndRead;
+}
+
+function localTierOf(this: WithLive): Cache | undefined {
+  return this[LIVE]?.localTier();
 }
