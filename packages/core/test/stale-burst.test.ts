@@ -153,6 +153,29 @@ describe('a burst of stale reads during a refresh', () => {
     await flush();
   });
 
+  it('answers interleaved bursts of two keys, each from its own note, without reading the cache', async () => {
+    const cache = countedCache();
+    const options = swr();
+    await getOrComputeWith(cache, 'k', { ...options }, () => 'old k');
+    await getOrComputeWith(cache, 'j', { ...options }, () => 'old j');
+    vi.setSystemTime(START + TTL + 1);
+    const gate = deferred<string>();
+    const refresh = vi.fn(() => gate.promise);
+    // Each key's first read starts its refresh, its second is noted; the latest note is j's.
+    for (const key of ['k', 'j', 'k', 'j']) {
+      expect(await getOrComputeWith(cache, key, options, refresh)).toBe(`old ${key}`);
+    }
+    const readsBefore = cache.reads();
+    const keys = Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? 'k' : 'j'));
+    const answers = keys.map((key) => getOrComputeWith(cache, key, options, refresh));
+    expect(cache.reads() - readsBefore).toBe(0);
+    expect(await Promise.all(answers)).toEqual(keys.map((key) => `old ${key}`));
+    expect(refresh).toHaveBeenCalledTimes(2);
+    gate.resolve('new');
+    await flush();
+    expect(await getOrComputeWith(cache, 'k', options, refresh)).toBe('new');
+  });
+
   describe('sees, at its next read, a change to the entry', () => {
     const options = { ttl: TTL, staleWhileRevalidate: GRACE };
     const cases: [string, (cache: Counted) => unknown, string | undefined][] = [
