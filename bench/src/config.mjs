@@ -50,7 +50,14 @@ export const config = {
     childExecArgv: (process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),
   },
   swr: {
-    rounds: int('BENCH_SWR_ROUNDS', 5),
+    /**
+     * Rounds measured: each gives every library's p50 and p99 of its 1,000 readers, and the table
+     * shows the median of each. The p99 of a round is set by the bench's own work (the callers' loop
+     * and a Promise.all over their promises) more than by the library, and it varies by 10-25%
+     * from round to round on a shared VM; with 5 rounds, the median of two libraries within 10% of
+     * each other changed order from one process to the next.
+     */
+    rounds: int('BENCH_SWR_ROUNDS', 15),
     /**
      * Rounds run first and not counted, so that every library is compiled before it is measured. A
      * round's first miss and first stale burst take paths the fresh hits never did, and V8 throws
