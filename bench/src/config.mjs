@@ -53,9 +53,9 @@ export const config = {
     /**
      * Rounds measured: each gives every library's p50 and p99 of its 1,000 readers, and the table
      * shows the median of each. The p99 of a round is set by the bench's own work (the callers' loop
-     * and a Promise.all over their promises) more than by the library, and it varies by 10-25%
-     * from round to round on a shared VM; with 5 rounds, the median of two libraries within 10% of
-     * each other changed order from one process to the next.
+     * and a Promise.all over their promises) more than by the library. Before the scenario was
+     * pinned to one CPU it varied by 10-25% from round to round, and with 5 rounds two libraries
+     * within 10% of each other changed order from one process to the next.
      */
     rounds: int('BENCH_SWR_ROUNDS', 15),
     /**

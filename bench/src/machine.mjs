@@ -59,3 +59,31 @@ export function pinToHitCpu(pid) {
     return undefined;
   }
 }
+
+/**
+ * Pins this process (all its threads, and those it starts later) to {@link HIT_CPU} until the
+ * returned `restore` puts back the CPUs it ran on before, for a scenario whose libraries all run in
+ * this process. `cpu` is `undefined` (and `restore` does nothing) where `taskset` is unavailable.
+ */
+export function pinThisProcess() {
+  const pid = String(process.pid);
+  let before;
+  try {
+    // "pid 123's current affinity list: 0,1"
+    before = execFileSync('taskset', ['-c', '-p', pid], { encoding: 'utf8' }).split(':').pop()?.trim();
+  } catch {
+    return { cpu: undefined, restore() {} };
+  }
+  const cpu = before === undefined ? undefined : pinToHitCpu(process.pid);
+  return {
+    cpu,
+    restore() {
+      if (cpu === undefined) return;
+      try {
+        execFileSync('taskset', ['-a', '-p', '-c', before, pid], { stdio: 'ignore' });
+      } catch {
+        // Left pinned: the later scenarios run on one CPU (their tables do not depend on it).
+      }
+    },
+  };
+}

@@ -3,6 +3,7 @@
 // callers' read latency, how many were served the stale value, and how many fills ran.
 import { getHeapSpaceStatistics } from 'node:v8';
 import { config } from '../config.mjs';
+import { pinThisProcess } from '../machine.mjs';
 import { median, ms, percentile, progress, ratio, rotate, sleep, table } from '../stats.mjs';
 import { fillsText } from './herd.mjs';
 
@@ -163,6 +164,19 @@ async function measureHeap(contenders, callers, ttlMs, graceMs) {
 const bytes = (value) => (value === undefined ? 'n/a' : `${Math.round(value)} B`);
 
 export async function swrScenario(peers) {
+  // Every library's rounds run in this process, pinned to one CPU as the hit cases are: this VM's
+  // two vCPUs ran the same loop up to 1.8x apart, and a process the scheduler moves between them
+  // gave p99s 10-25% apart from round to round. Pinned, three processes gave the same p99 ratio
+  // to 1% (2026-12-06); unpinned, ratios from 0.73x to 1.07x.
+  const pinned = pinThisProcess();
+  try {
+    return await measureSwr(peers, pinned.cpu);
+  } finally {
+    pinned.restore();
+  }
+}
+
+async function measureSwr(peers, cpu) {
   const { rounds, warmupRounds, freshHits, callers, ttlMs, graceMs } = config.swr;
   const { fillMs } = config;
   const contenders = peers.map((peer) => ({
@@ -202,7 +216,7 @@ export async function swrScenario(peers) {
     ];
   });
   const markdown = [
-    `### 5. Stale-while-revalidate at expiry (ttl ${ms(ttlMs)}, grace ${ms(graceMs)}, ${callers.toLocaleString('en-US')} readers in two bursts during a ${fillMs} ms refresh, ${rounds} rounds after ${freshHits.toLocaleString('en-US')} fresh hits and ${warmupRounds} warm-up rounds)`,
+    `### 5. Stale-while-revalidate at expiry (ttl ${ms(ttlMs)}, grace ${ms(graceMs)}, ${callers.toLocaleString('en-US')} readers in two bursts during a ${fillMs} ms refresh, ${rounds} rounds after ${freshHits.toLocaleString('en-US')} fresh hits and ${warmupRounds} warm-up rounds, ${cpu === undefined ? 'not pinned (taskset unavailable)' : `pinned to CPU ${cpu}`})`,
     '',
     table(
       [
