@@ -70,11 +70,11 @@ export function pinThisProcess() {
   let before;
   try {
     // "pid 123's current affinity list: 0,1"
-    before = execFileSync('taskset', ['-c', '-p', pid], { encoding: 'utf8' }).split(':').pop()?.trim();
+    before = execFileSync('taskset', ['-c', '-p', pid], { encoding: 'utf8' }).split(':').pop().trim();
   } catch {
     return { cpu: undefined, restore() {} };
   }
-  const cpu = before === undefined ? undefined : pinToHitCpu(process.pid);
+  const cpu = pinToHitCpu(process.pid);
   return {
     cpu,
     restore() {

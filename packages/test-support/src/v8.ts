@@ -3,7 +3,9 @@ import { setFlagsFromString } from 'node:v8';
 // V8 stores an object's properties either in a hidden class (fast mode: a property read is a fixed
 // offset, checked by one map compare) or in a hash table (dictionary mode: every read is a lookup).
 // An object literal that holds a `get x() {}` accessor is made in dictionary mode; the adapters add
-// such fields with `defineGetters` instead, and these tests keep them there.
+// such fields as accessors shared by every cache instead (memory's `defineLiveFields`,
+// redis-protocol's `defineFillLockMembers`, the tiered cache's `LIVE` slot), and these tests keep
+// them there.
 
 let probe: ((object: object) => boolean) | undefined;
 
