@@ -176,10 +176,29 @@ export async function swrScenario(peers) {
   }
 }
 
+/**
+ * The table's last row: no cache at all, every read answered with one promise settled before the
+ * rounds, so nothing a library does can answer sooner. Its latencies are the bench's own share of
+ * a burst (the loop's clock readings and `.then` callbacks, and the `Promise.all` over them), the
+ * floor under every library's row: 2026-12-06, its p99 sat 10-20% under async-cache-dedupe's and
+ * stampede's in SWR-only runs, about as much as one run's p99s move from run to run.
+ */
+const swrFloor = {
+  id: 'floor',
+  label: 'floor: one settled promise, no cache',
+  swr: {
+    feature: 'none (answers every read with one settled promise)',
+    create: () => {
+      const answer = Promise.resolve({ version: 0 });
+      return { get: () => answer };
+    },
+  },
+};
+
 async function measureSwr(peers, cpu) {
   const { rounds, warmupRounds, freshHits, callers, ttlMs, graceMs } = config.swr;
   const { fillMs } = config;
-  const contenders = peers.map((peer) => ({
+  const contenders = [...peers, swrFloor].map((peer) => ({
     peer,
     instance: peer.swr?.create({ ttlMs, graceMs }),
     results: [],
