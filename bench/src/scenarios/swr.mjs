@@ -1,6 +1,7 @@
 // Scenario 5: stale-while-revalidate at expiry. A key is filled, its ttl passes (still within the
 // grace), then N callers read it: half at once, half in the middle of the refresh. Reports the
-// callers' read latency, how many were served the stale value, and how many fills ran.
+// callers' read latency, how many were served the stale value, and how many fills ran, above a
+// floor row that has no cache (see swrFloor).
 import { getHeapSpaceStatistics } from 'node:v8';
 import { config } from '../config.mjs';
 import { pinThisProcess } from '../machine.mjs';
@@ -180,8 +181,9 @@ export async function swrScenario(peers) {
  * The table's last row: no cache at all, every read answered with one promise settled before the
  * rounds, so nothing a library does can answer sooner. Its latencies are the bench's own share of
  * a burst (the loop's clock readings and `.then` callbacks, and the `Promise.all` over them), the
- * floor under every library's row: 2026-12-06, its p99 sat 10-20% under async-cache-dedupe's and
- * stampede's in SWR-only runs, about as much as one run's p99s move from run to run.
+ * floor under every library's row. In ten SWR-only runs (2026-12-06) its p99 was 0.68x-0.97x
+ * async-cache-dedupe's, median 0.81x: the most any library could lead by, about as much as one
+ * run's p99s move from run to run (docs/benchmarks.md, results 5).
  */
 const swrFloor = {
   id: 'floor',
