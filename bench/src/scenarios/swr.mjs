@@ -167,8 +167,9 @@ const bytes = (value) => (value === undefined ? 'n/a' : `${Math.round(value)} B`
 export async function swrScenario(peers) {
   // Every library's rounds run in this process, pinned to one CPU as the hit cases are: this VM's
   // two vCPUs ran the same loop up to 1.8x apart, and a process the scheduler moves between them
-  // gave p99s 10-25% apart from round to round. Pinned, three processes gave the same p99 ratio
-  // to 1% (2026-12-06); unpinned, ratios from 0.73x to 1.07x.
+  // gave p99s 10-25% apart from round to round. On an AMD EPYC VM, three pinned processes gave p99
+  // ratios of 0.99x-1.02x against 0.73x-1.07x unpinned (session 43); on an Intel Xeon VM, pinned
+  // runs still ranged 0.81x-1.36x (session 44; docs/benchmarks.md, results 5).
   const pinned = pinThisProcess();
   try {
     return await measureSwr(peers, pinned.cpu);
