@@ -180,11 +180,14 @@ export async function swrScenario(peers) {
 
 /**
  * The table's last row: no cache at all, every read answered with one promise settled before the
- * rounds, so nothing a library does can answer sooner. Its latencies are the bench's own share of
- * a burst (the loop's clock readings and `.then` callbacks, and the `Promise.all` over them), the
- * floor under every library's row. In ten SWR-only runs (2026-12-06) its p99 was 0.68x-0.97x
- * async-cache-dedupe's, median 0.81x: the most any library could lead by, about as much as one
- * run's p99s move from run to run (docs/benchmarks.md, results 5).
+ * rounds, so no library does less work per read. Its latencies are the bench's own share of a
+ * burst (the loop's clock readings and `.then` callbacks, and the `Promise.all` over them), the
+ * floor under every library's row. A shared pending answer splits the same cost differently (its
+ * `.then`s are cheaper in the loop, its callbacks wait behind `Promise.all`'s jobs) and is not
+ * below it at p99 by more than the noise. In ten SWR-only runs (session 44) its p99 was
+ * 0.68x-0.97x async-cache-dedupe's, median 0.81x, and 0.62x-1.06x in eight more (session 46):
+ * about the most any library could lead by, and about as much as one run's p99s move from run to
+ * run (docs/benchmarks.md, results 5).
  */
 const swrFloor = {
   id: 'floor',
